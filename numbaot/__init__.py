@@ -1,0 +1,35 @@
+"""numbaot: fast Numba kernels for entropic optimal transport behind a NumPy API.
+
+POT-compatible calls keep POT 0.9.7's names, signatures, defaults, returns,
+``log`` keys and warnings (``ot.X`` -> ``numbaot.X`` changes nothing but
+speed); bad input raises a clear ``ValueError``/``TypeError``.  Importing
+numbaot compiles nothing and never touches a GPU driver.
+"""
+from . import bregman, utils
+from .bregman import (
+    greenkhorn,
+    sinkhorn,
+    sinkhorn2,
+    sinkhorn_epsilon_scaling,
+    sinkhorn_knopp,
+    sinkhorn_log,
+    sinkhorn_stabilized,
+)
+from .utils import dist, unif
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "bregman",
+    "utils",
+    "sinkhorn",
+    "sinkhorn2",
+    "dist",
+    "unif",
+    # numbaot.bregman also exports these (POT keeps them in ot.bregman only)
+    "sinkhorn_knopp",
+    "sinkhorn_log",
+    "sinkhorn_stabilized",
+    "sinkhorn_epsilon_scaling",
+    "greenkhorn",
+]

@@ -1,0 +1,46 @@
+"""Tunables of numbaot, in one place.
+
+Every kernel reads its compilation flags and work-split sizes from here, so a
+change of policy (fastmath flags, caching, chunk sizes) is made once.
+"""
+
+#: LLVM fast-math flags for the CPU kernels.  ``nnan`` and ``ninf`` are left
+#: out on purpose: they allow LLVM to delete ``isnan``/``isfinite`` tests and to
+#: mishandle the ``-inf`` log-weights of zero-mass bins.  ``reassoc`` lets
+#: reductions vectorise (their order then depends only on the problem size,
+#: never on the thread count).
+FASTMATH = {"nsz", "arcp", "contract", "afn", "reassoc"}
+
+#: Cache compiled kernels on disk (Numba's ``cache=True``), so that only the
+#: first process after installation pays the compilation.  See BENCHMARKS.md
+#: for the measured cold and warm start-up times.
+CACHE = True
+
+#: Options shared by every ``@njit`` kernel.  ``error_model='numpy'`` makes a
+#: float division by zero return inf/nan (as NumPy, and POT) instead of raising.
+JIT_OPTIONS = dict(cache=CACHE, fastmath=FASTMATH, error_model="numpy", nogil=True)
+
+#: Rows of the matrix are split into at most this many fixed chunks; each chunk
+#: owns private column accumulators that are merged in chunk order.  The split
+#: depends only on the number of rows, so results are bit-identical for any
+#: thread count.
+MAX_ROW_CHUNKS = 32
+
+#: Minimum rows per chunk (small problems use fewer chunks).
+MIN_CHUNK_ROWS = 8
+
+#: Block length of the blocked online logsumexp along a row (elements).  A
+#: block is read from memory once; its maximum and its exponentials are
+#: computed while it sits in L1.
+LSE_BLOCK = 512
+
+#: Rows per tile in the column logsumexp pass (tile max, then exp-sum).
+COL_TILE_ROWS = 8
+
+#: Column sums smaller than this (relative to the column's target mass) are
+#: considered underflowed in the fused log-domain pass; the affected iteration
+#: then recomputes the column logsumexp with the safe tiled pass.
+UNDERFLOW_RTOL = 1e-200
+
+#: Upper bound on the memory of the per-chunk column accumulators (bytes).
+ACCUMULATOR_BYTES = 256 * 2**20

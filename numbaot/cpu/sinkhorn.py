@@ -1,0 +1,453 @@
+"""CPU kernels of balanced entropic OT (Sinkhorn), mirrored by name in ``numbaot/cuda``.
+
+Conventions shared by every kernel here
+----------------------------------------
+* ``M`` (or the Gibbs kernel ``Kmat``) has shape (dim_a, dim_b), C order, dtype
+  float32 or float64; it is only ever read.
+* Per-problem vectors are stored problem-major, in float64: ``u`` has shape
+  (n_hists, dim_a), ``v`` and ``q`` shape (n_hists, dim_b).  A weight array with
+  a leading dimension of 1 (``a`` of shape (1, dim_a)) is shared by all problems.
+* Rows are split into ``n_chunks`` fixed chunks of ``chunk_rows`` rows
+  (``chunk_layout``); each chunk owns a private slice ``Q[c]`` of column
+  accumulators, and chunks are merged in chunk order.  The split depends only on
+  the problem size, so results are bit-identical for any number of threads.
+* Column quantities are accumulated while sweeping rows in memory order: no
+  kernel walks down a column with a stride.
+
+Algorithms
+----------
+Multiplicative (Sinkhorn-Knopp, Cuturi 2013): one iteration is
+v <- b / (K^T u), u <- a / (K v).  ``knopp_fused_pass`` reads K once per
+iteration: for each row it forms (K v)_i, the new u_i, and adds K_ij u_i into the
+chunk's column accumulators, which give K^T u for the next v (and the marginal
+error for free).
+
+Log domain (Viehmann, arXiv:1907.01729, sec. 4; Peyre & Cuturi 2019, sec. 4.4):
+with c = -1/reg, v <- log b - LSE_i(c M_ij + u_i), u <- log a - LSE_j(c M_ij + v_j).
+``log_fused_pass`` computes the row logsumexp with a blocked single-pass online
+logsumexp (running max, rescaled running sum), keeps the row's exponentials
+E_ij = exp(c M_ij + v_j - r_i) in a per-thread buffer, and adds
+P_ij = E_ij * a_i / s_i (the new plan entry, never above a_i, so it cannot
+overflow) into the column accumulators: their sums q_j give both the marginal
+error and the next v_j = log b_j - log q_j + v_j, with one exponential per
+matrix entry and one read of M per iteration.  Columns whose sum underflows are
+recomputed by the tiled, max-shifted ``log_col_lse`` pass.
+"""
+import math
+
+import numpy as np
+from numba import njit, prange
+
+from .._config import JIT_OPTIONS, LSE_BLOCK, COL_TILE_ROWS
+from ._math import fast_exp
+
+_PAR = dict(JIT_OPTIONS, parallel=True)
+_SER = dict(JIT_OPTIONS)
+
+
+@njit(**_SER)
+def _merge_chunks(Q, out):
+    """out[k, j] = sum_c Q[c, k, j], summed in chunk order (deterministic)."""
+    n_chunks, K, m = Q.shape
+    for k in range(K):
+        for j in range(m):
+            out[k, j] = Q[0, k, j]
+        for c in range(1, n_chunks):
+            for j in range(m):
+                out[k, j] += Q[c, k, j]
+
+
+# --------------------------------------------------------------------------
+# Gibbs kernels, plans and losses
+# --------------------------------------------------------------------------
+@njit(**_PAR)
+def gibbs_kernel(M, c, f, g, out):
+    """out[i, j] = exp(c * M[i, j] + f[i] + g[j]) (cast to out.dtype).
+
+    With f = g = 0 this is K = exp(-M / reg); with log-scalings it is the plan.
+    """
+    n, m = M.shape
+    for i in prange(n):
+        fi = f[i]
+        for j in range(m):
+            out[i, j] = fast_exp(c * M[i, j] + fi + g[j])
+
+
+@njit(**_PAR)
+def scaled_plan(Kmat, u, v, out):
+    """out[i, j] = u[i] * K[i, j] * v[j]."""
+    n, m = Kmat.shape
+    for i in prange(n):
+        ui = u[i]
+        for j in range(m):
+            out[i, j] = ui * Kmat[i, j] * v[j]
+
+
+@njit(**_PAR)
+def scaled_loss(Kmat, M, u, v, n_chunks, chunk_rows, out):
+    """out[k] = sum_ij M[i, j] * u[k, i] * K[i, j] * v[k, j] for each problem k."""
+    n, m = Kmat.shape
+    K = v.shape[0]
+    part = np.zeros((n_chunks, K))
+    for ch in prange(n_chunks):
+        i0 = ch * chunk_rows
+        i1 = min(n, i0 + chunk_rows)
+        for i in range(i0, i1):
+            for k in range(K):
+                s = 0.0
+                for j in range(m):
+                    s += M[i, j] * Kmat[i, j] * v[k, j]
+                part[ch, k] += s * u[k, i]
+    for k in range(K):
+        acc = 0.0
+        for ch in range(n_chunks):
+            acc += part[ch, k]
+        out[k] = acc
+
+
+@njit(**_PAR)
+def gibbs_loss(M, c, f, g, n_chunks, chunk_rows, out):
+    """out[k] = sum_ij M[i, j] * exp(c * M[i, j] + f[k, i] + g[k, j])."""
+    n, m = M.shape
+    K = g.shape[0]
+    part = np.zeros((n_chunks, K))
+    for ch in prange(n_chunks):
+        i0 = ch * chunk_rows
+        i1 = min(n, i0 + chunk_rows)
+        for i in range(i0, i1):
+            for k in range(K):
+                fi = f[k, i]
+                if fi == -np.inf:
+                    continue
+                s = 0.0
+                for j in range(m):
+                    x = M[i, j]
+                    s += x * fast_exp(c * x + fi + g[k, j])
+                part[ch, k] += s
+    for k in range(K):
+        acc = 0.0
+        for ch in range(n_chunks):
+            acc += part[ch, k]
+        out[k] = acc
+
+
+# --------------------------------------------------------------------------
+# Multiplicative (Sinkhorn-Knopp) kernels
+# --------------------------------------------------------------------------
+@njit(**_PAR)
+def knopp_col_sums(Kmat, u, n_chunks, chunk_rows, Q, q):
+    """q[k, j] = sum_i K[i, j] u[k, i]  (K^T u), row-major sweep."""
+    n, m = Kmat.shape
+    K = u.shape[0]
+    for ch in prange(n_chunks):
+        i0 = ch * chunk_rows
+        i1 = min(n, i0 + chunk_rows)
+        Qc = Q[ch]
+        Qc[:, :] = 0.0
+        for i in range(i0, i1):
+            for k in range(K):
+                uki = u[k, i]
+                for j in range(m):
+                    Qc[k, j] += Kmat[i, j] * uki
+    _merge_chunks(Q, q)
+
+
+@njit(**_PAR)
+def knopp_fused_pass(Kmat, a, v, n_chunks, chunk_rows, Q, u, q):
+    """One read of K: u[k, i] = a[k, i] / (K v_k)_i and q = K^T u (new u)."""
+    n, m = Kmat.shape
+    K = v.shape[0]
+    shared_a = a.shape[0] == 1
+    for ch in prange(n_chunks):
+        i0 = ch * chunk_rows
+        i1 = min(n, i0 + chunk_rows)
+        Qc = Q[ch]
+        Qc[:, :] = 0.0
+        for i in range(i0, i1):
+            for k in range(K):
+                s = 0.0
+                for j in range(m):
+                    s += Kmat[i, j] * v[k, j]
+                aki = a[0, i] if shared_a else a[k, i]
+                uki = aki / s
+                u[k, i] = uki
+                for j in range(m):
+                    Qc[k, j] += Kmat[i, j] * uki
+    _merge_chunks(Q, q)
+
+
+@njit(**_SER)
+def _all_finite(x):
+    for k in range(x.shape[0]):
+        for j in range(x.shape[1]):
+            if not np.isfinite(x[k, j]):
+                return False
+    return True
+
+
+@njit(**_SER)
+def knopp_steps(Kmat, a, b, u, v, q, n_chunks, chunk_rows, Q, n_steps):
+    """Run up to ``n_steps`` Sinkhorn-Knopp iterations in place.
+
+    On entry q = K^T u.  Each iteration: v = b / q; u = a / (K v); q = K^T u.
+    As POT, an iteration where K^T u has a zero or u, v get a NaN/inf is
+    undone (u, v restored) and the run stops.  Returns (steps completed,
+    failed flag); on failure the step index of the failing iteration is the
+    first return value.
+    """
+    uprev = np.empty_like(u)
+    vprev = np.empty_like(v)
+    for s in range(n_steps):
+        uprev[:, :] = u
+        vprev[:, :] = v
+        bad = False
+        for k in range(q.shape[0]):
+            for j in range(q.shape[1]):
+                if q[k, j] == 0.0:
+                    bad = True
+                v[k, j] = b[k, j] / q[k, j]
+        knopp_fused_pass(Kmat, a, v, n_chunks, chunk_rows, Q, u, q)
+        if bad or not _all_finite(u) or not _all_finite(v):
+            u[:, :] = uprev
+            v[:, :] = vprev
+            return s, True
+    return n_steps, False
+
+
+# --------------------------------------------------------------------------
+# Log-domain kernels
+# --------------------------------------------------------------------------
+@njit(**_PAR)
+def log_col_lse(M, c, u, n_chunks, chunk_rows, out):
+    """out[k, j] = logsumexp_i (c * M[i, j] + u[k, i]), max-shifted per tile.
+
+    Rows are swept in memory order in tiles of COL_TILE_ROWS: a tile's column
+    maxima are taken first, the running sums are rescaled when a maximum grows,
+    then the tile's exponentials are added (one exp per entry).  Chunk partials
+    (max, sum) are merged in chunk order.
+    """
+    n, m = M.shape
+    K = u.shape[0]
+    Cm = np.empty((n_chunks, K, m))
+    Cs = np.empty((n_chunks, K, m))
+    for ch in prange(n_chunks):
+        i0 = ch * chunk_rows
+        i1 = min(n, i0 + chunk_rows)
+        tmax = np.empty(m)
+        for k in range(K):
+            cm = Cm[ch, k]
+            cs = Cs[ch, k]
+            cm[:] = -np.inf
+            cs[:] = 0.0
+            for t0 in range(i0, i1, COL_TILE_ROWS):
+                t1 = min(i1, t0 + COL_TILE_ROWS)
+                tmax[:] = -np.inf
+                for i in range(t0, t1):
+                    uki = u[k, i]
+                    for j in range(m):
+                        tmax[j] = max(tmax[j], c * M[i, j] + uki)
+                for j in range(m):
+                    nm = max(cm[j], tmax[j])
+                    if nm > cm[j]:
+                        if cm[j] > -np.inf:
+                            cs[j] *= fast_exp(cm[j] - nm)
+                        cm[j] = nm
+                for i in range(t0, t1):
+                    uki = u[k, i]
+                    if uki == -np.inf:
+                        continue
+                    for j in range(m):
+                        sh = cm[j]
+                        e = fast_exp(c * M[i, j] + uki - sh)
+                        cs[j] += e if sh > -np.inf else 0.0
+    for k in prange(K):
+        for j in range(m):
+            mx = -np.inf
+            for ch in range(n_chunks):
+                mx = max(mx, Cm[ch, k, j])
+            if mx == -np.inf:
+                out[k, j] = -np.inf
+                continue
+            s = 0.0
+            for ch in range(n_chunks):
+                if Cm[ch, k, j] > -np.inf:
+                    s += Cs[ch, k, j] * fast_exp(Cm[ch, k, j] - mx)
+            out[k, j] = mx + math.log(s)
+
+
+@njit(**_PAR)
+def log_fused_pass(M, c, loga, v, active, n_chunks, chunk_rows, Q, u, q):
+    """One read of M for all active problems k:
+
+    u[k, i] = loga[k, i] - logsumexp_j (c M_ij + v[k, j])     (row half-step)
+    q[k, j] = sum_i exp(c M_ij + u[k, i] + v[k, j])            (new column sums)
+
+    The row logsumexp is a blocked single-pass online reduction (running max r
+    and sum s rescaled by exp(r_old - r_new) when a block raises the max), as
+    in Viehmann's online logsumexp; block exponentials are kept in a per-thread
+    buffer and reused for q, so each entry costs one exponential.
+    """
+    n, m = M.shape
+    K = v.shape[0]
+    shared_a = loga.shape[0] == 1
+    nblk = (m + LSE_BLOCK - 1) // LSE_BLOCK
+    for ch in prange(n_chunks):
+        i0 = ch * chunk_rows
+        i1 = min(n, i0 + chunk_rows)
+        E = np.empty(m)
+        shift = np.empty(nblk)
+        Qc = Q[ch]
+        Qc[:, :] = 0.0
+        for i in range(i0, i1):
+            for k in range(K):
+                if not active[k]:
+                    continue
+                la = loga[0, i] if shared_a else loga[k, i]
+                if la == -np.inf:
+                    u[k, i] = -np.inf
+                    continue
+                r = -np.inf
+                s = 0.0
+                for bb in range(nblk):
+                    j0 = bb * LSE_BLOCK
+                    j1 = min(m, j0 + LSE_BLOCK)
+                    bm = -np.inf
+                    for j in range(j0, j1):
+                        bm = max(bm, c * M[i, j] + v[k, j])
+                    if bm > r:
+                        if r > -np.inf:
+                            s *= fast_exp(r - bm)
+                        r = bm
+                    shift[bb] = r
+                    if r == -np.inf:
+                        for j in range(j0, j1):
+                            E[j] = 0.0
+                        continue
+                    bs = 0.0
+                    for j in range(j0, j1):
+                        e = fast_exp(c * M[i, j] + v[k, j] - r)
+                        E[j] = e
+                        bs += e
+                    s += bs
+                u[k, i] = la - r - math.log(s)
+                alpha = math.exp(la) / s
+                for bb in range(nblk):
+                    if shift[bb] == -np.inf:
+                        continue
+                    f = alpha * fast_exp(shift[bb] - r)
+                    j0 = bb * LSE_BLOCK
+                    j1 = min(m, j0 + LSE_BLOCK)
+                    for j in range(j0, j1):
+                        Qc[k, j] += E[j] * f
+    # merge only the active problems, in chunk order
+    for k in range(K):
+        if not active[k]:
+            continue
+        for j in range(m):
+            q[k, j] = Q[0, k, j]
+        for ch in range(1, n_chunks):
+            for j in range(m):
+                q[k, j] += Q[ch, k, j]
+
+
+@njit(**_SER)
+def log_steps(M, c, loga, logb, b, u, v, vnext, active, n_chunks, chunk_rows,
+              Q, q, n_steps, tiny):
+    """Run ``n_steps`` log-domain Sinkhorn iterations (POT order) in place.
+
+    State on entry: (u, v) after the previous iteration and
+    vnext = log b - LSE_i(c M_ij + u_i).  Each iteration sets v = vnext,
+    u = loga - LSE_j(c M_ij + v_j), q = column sums of the plan (u, v) and
+    vnext = log b - log q + v.  Columns where q underflowed (q < tiny * b) are
+    recomputed with ``log_col_lse``.  Inactive problems are left untouched.
+    """
+    K, m = v.shape
+    for s in range(n_steps):
+        for k in range(K):
+            if active[k]:
+                v[k, :] = vnext[k, :]
+        log_fused_pass(M, c, loga, v, active, n_chunks, chunk_rows, Q, u, q)
+        redo = False
+        for k in range(K):
+            if not active[k]:
+                continue
+            for j in range(m):
+                if logb[k, j] == -np.inf:
+                    vnext[k, j] = -np.inf
+                elif q[k, j] > tiny * b[k, j]:
+                    vnext[k, j] = logb[k, j] - math.log(q[k, j]) + v[k, j]
+                else:
+                    redo = True
+        if redo:
+            lse = np.empty_like(vnext)
+            log_col_lse(M, c, u, n_chunks, chunk_rows, lse)
+            for k in range(K):
+                if not active[k]:
+                    continue
+                for j in range(m):
+                    if logb[k, j] > -np.inf and not q[k, j] > tiny * b[k, j]:
+                        vnext[k, j] = logb[k, j] - lse[k, j]
+    return n_steps
+
+
+# --------------------------------------------------------------------------
+# Greenkhorn (Altschuler et al. 2017), sequential by nature
+# --------------------------------------------------------------------------
+@njit(**_SER)
+def greenkhorn_loop(Kmat, a, b, u, v, G, numItermax, stopThr):
+    """Greedy coordinate Sinkhorn, POT's ``greenkhorn`` step for step, in place.
+
+    Returns (last iteration index, converged flag).
+    """
+    n, m = Kmat.shape
+    viol = np.empty(n)
+    viol_2 = np.empty(m)
+    for i in range(n):
+        for j in range(m):
+            G[i, j] = u[i] * Kmat[i, j] * v[j]
+    for i in range(n):
+        s = 0.0
+        for j in range(m):
+            s += G[i, j]
+        viol[i] = s - a[i]
+    for j in range(m):
+        viol_2[j] = -b[j]
+    for i in range(n):
+        for j in range(m):
+            viol_2[j] += G[i, j]
+    ii = 0
+    for ii in range(numItermax):
+        i_1 = np.argmax(np.abs(viol))
+        i_2 = np.argmax(np.abs(viol_2))
+        m_viol_1 = abs(viol[i_1])
+        m_viol_2 = abs(viol_2[i_2])
+        stop_val = max(m_viol_1, m_viol_2)
+        if m_viol_1 > m_viol_2:
+            old_u = u[i_1]
+            s = 0.0
+            for j in range(m):
+                s += Kmat[i_1, j] * v[j]
+            new_u = a[i_1] / s
+            s2 = 0.0
+            for j in range(m):
+                G[i_1, j] = new_u * Kmat[i_1, j] * v[j]
+                s2 += new_u * Kmat[i_1, j] * v[j]
+            viol[i_1] = s2 - a[i_1]
+            for j in range(m):
+                viol_2[j] += Kmat[i_1, j] * (new_u - old_u) * v[j]
+            u[i_1] = new_u
+        else:
+            old_v = v[i_2]
+            s = 0.0
+            for i in range(n):
+                s += Kmat[i, i_2] * u[i]
+            new_v = b[i_2] / s
+            for i in range(n):
+                G[i, i_2] = u[i] * Kmat[i, i_2] * new_v
+            for i in range(n):
+                viol[i] += (-old_v + new_v) * Kmat[i, i_2] * u[i]
+            viol_2[i_2] = new_v * s - b[i_2]
+            v[i_2] = new_v
+        if stop_val <= stopThr:
+            return ii, True
+    return ii, False

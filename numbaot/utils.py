@@ -1,0 +1,148 @@
+"""Utilities mirroring ``ot.utils``: cost matrices and uniform histograms."""
+import numpy as np
+from scipy.spatial.distance import cdist
+
+from ._checks import as_real_array
+
+__all__ = ["dist", "unif", "euclidean_distances"]
+
+
+def unif(n, type_as=None):
+    r"""Uniform histogram of length ``n``; mirrors ``ot.utils.unif``.
+
+    Parameters
+    ----------
+    n : int
+        Number of bins (>= 1).
+    type_as : ndarray, optional
+        The result takes this array's dtype (float64 when omitted).
+
+    Returns
+    -------
+    h : ndarray, shape (n,)
+        h_i = 1 / n.
+
+    Raises
+    ------
+    TypeError
+        If ``n`` is not an integer.
+    ValueError
+        If ``n`` < 1.
+    """
+    if isinstance(n, (bool, np.bool_)) or not isinstance(n, (int, np.integer)):
+        raise TypeError(f"n must be an integer; got {type(n).__name__}")
+    if n < 1:
+        raise ValueError(f"n must be >= 1; got {n}")
+    if type_as is None:
+        return np.ones((n,)) / n
+    return np.ones((n,), dtype=np.asarray(type_as).dtype) / n
+
+
+def euclidean_distances(X, Y, squared=False):
+    r"""Pairwise Euclidean distances between the rows of X and Y; mirrors
+    ``ot.utils.euclidean_distances`` (same formula: |x|^2 + |y|^2 - 2 x.y,
+    clipped at 0; exact zeros on the diagonal when ``X is Y``).
+
+    Parameters
+    ----------
+    X : ndarray, shape (n_samples_1, n_features)
+    Y : ndarray, shape (n_samples_2, n_features)
+    squared : bool, default False
+        Return squared distances.
+
+    Returns
+    -------
+    distances : ndarray, shape (n_samples_1, n_samples_2)
+    """
+    a2 = np.einsum("ij,ij->i", X, X)
+    b2 = np.einsum("ij,ij->i", Y, Y)
+    c = -2 * np.dot(X, Y.T)
+    c += a2[:, None]
+    c += b2[None, :]
+    c = np.maximum(c, 0)
+    if not squared:
+        c = np.sqrt(c)
+    if X is Y:
+        c = c * (1 - np.eye(X.shape[0], dtype=c.dtype))
+    return c
+
+
+def dist(x1, x2=None, metric="sqeuclidean", p=2, w=None, backend="auto", nx=None,
+         use_tensor=False):
+    r"""Cost matrix between two sets of samples; mirrors ``ot.dist``.
+
+    Parameters
+    ----------
+    x1 : array-like, shape (n1, d)
+        Source samples.
+    x2 : array-like, shape (n2, d), optional
+        Target samples (``x1`` when omitted).
+    metric : str or callable, default 'sqeuclidean'
+        'sqeuclidean', 'euclidean', 'cityblock', 'minkowski', 'cosine' and
+        'correlation' are computed with NumPy exactly as POT does; any other
+        metric is passed to :func:`scipy.spatial.distance.cdist`.
+    p : float, default 2
+        Exponent of the Minkowski metric.
+    w : array-like, shape (d,), optional
+        Weights of the Minkowski metric.
+    backend : str, default 'auto'
+        'scipy' forces :func:`scipy.spatial.distance.cdist` for every metric.
+    nx, use_tensor
+        Accepted for compatibility with POT; NumPy is the only backend here.
+
+    Returns
+    -------
+    M : ndarray, shape (n1, n2)
+        M[i, j] = metric(x1[i], x2[j]).
+
+    Raises
+    ------
+    TypeError
+        Non-numeric or complex samples.
+    ValueError
+        Samples that are not 2-D, or whose numbers of features differ.
+    """
+    x1 = as_real_array(x1, "x1")
+    x2 = x1 if x2 is None else as_real_array(x2, "x2")
+    for name, x in (("x1", x1), ("x2", x2)):
+        if x.ndim != 2:
+            raise ValueError(f"{name} must be 2-D (n_samples, n_features); got shape {x.shape}")
+    if x1.shape[1] != x2.shape[1]:
+        raise ValueError(
+            f"x1 and x2 must have the same number of features; got {x1.shape[1]} and {x2.shape[1]}"
+        )
+    if backend == "scipy":
+        if isinstance(metric, str) and metric.endswith("minkowski"):
+            return cdist(x1, x2, metric=metric, p=p, w=w)
+        if w is not None:
+            return cdist(x1, x2, metric=metric, w=w)
+        return cdist(x1, x2, metric=metric)
+    if metric == "sqeuclidean":
+        return euclidean_distances(x1, x2, squared=True)
+    if metric == "euclidean":
+        return euclidean_distances(x1, x2, squared=False)
+    if metric == "cityblock":
+        if use_tensor:
+            return np.sum(np.abs(x1[:, None, :] - x2[None, :, :]), axis=2)
+        M = 0.0
+        for i in range(x1.shape[1]):
+            M += np.abs(x1[:, i][:, None] - x2[:, i][None, :])
+        return M
+    if metric == "minkowski":
+        ww = np.ones(x1.shape[1]) if w is None else np.asarray(w)
+        M = 0.0
+        for i in range(x1.shape[1]):
+            M += ww[i] * np.abs(x1[:, i][:, None] - x2[:, i][None, :]) ** p
+        return M ** (1 / p)
+    if metric in ("cosine", "correlation"):
+        if metric == "correlation":
+            x1 = x1 - np.mean(x1, axis=1)[:, None]
+            x2 = x2 - np.mean(x2, axis=1)[:, None]
+        n1 = np.sqrt(np.einsum("ij,ij->i", x1, x1))
+        n2 = np.sqrt(np.einsum("ij,ij->i", x2, x2))
+        return 1.0 - (np.dot(x1, x2.T) / n1[:, None] / n2[None, :])
+    if isinstance(metric, str) and metric.endswith("minkowski"):
+        return cdist(x1, x2, metric=metric, p=p, w=w)
+    if w is not None and metric in ["minkowski", "wminkowski"]:
+        return cdist(x1, x2, metric=metric, w=w)
+    return cdist(x1, x2, metric=metric)
