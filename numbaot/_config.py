@@ -44,3 +44,7 @@ UNDERFLOW_RTOL = 1e-200
 
 #: Upper bound on the memory of the per-chunk column accumulators (bytes).
 ACCUMULATOR_BYTES = 256 * 2**20
+
+#: In the log-domain row pass with a certified shift, a row whose scaled sum
+#: falls below this is recomputed with the running-max online logsumexp.
+ROW_SUM_FLOOR = 1e-200

@@ -305,9 +305,10 @@ def _log_core(P, reg, numItermax, stopThr, warmstart):
     checks = [[] for _ in range(K)]
     niter = [0] * K
     converged = [False] * K
+    shift_ok = False
     for start, stop in _blocks(numItermax, 10):
-        _k.log_steps(P.M, c, loga, logb, P.b, u, v, vnext, active, n_chunks,
-                     chunk_rows, Q, q, stop - start, UNDERFLOW_RTOL)
+        shift_ok = _k.log_steps(P.M, c, loga, logb, P.b, u, v, vnext, shift_ok, active,
+                                n_chunks, chunk_rows, Q, q, stop - start, UNDERFLOW_RTOL)
         ii = stop - 1
         for k in np.flatnonzero(active):
             niter[k] = ii

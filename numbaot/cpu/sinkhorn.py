@@ -38,7 +38,7 @@ import math
 import numpy as np
 from numba import njit, prange
 
-from .._config import JIT_OPTIONS, LSE_BLOCK, COL_TILE_ROWS
+from .._config import JIT_OPTIONS, LSE_BLOCK, COL_TILE_ROWS, ROW_SUM_FLOOR
 from ._math import fast_exp
 
 _PAR = dict(JIT_OPTIONS, parallel=True)
@@ -275,17 +275,67 @@ def log_col_lse(M, c, u, n_chunks, chunk_rows, out):
             out[k, j] = mx + math.log(s)
 
 
+@njit(**_SER)
+def _online_row_lse(row, c, vk, E, shift):
+    """Viehmann's single-pass online logsumexp over one row, blocked.
+
+    Returns (r, s) with logsumexp_j (c row_j + vk_j) = r + log(s) and leaves
+    E_j = exp(c row_j + vk_j - r).  The running maximum r and the running
+    sum s are kept per block of LSE_BLOCK entries: a block's maximum is taken
+    while the block sits in L1, s is rescaled by exp(r_old - r_new) when the
+    maximum grows, and the block's exponentials are added.  ``shift`` is a
+    scratch of one entry per block.
+    """
+    m = row.shape[0]
+    nblk = shift.shape[0]
+    r = -np.inf
+    s = 0.0
+    for bb in range(nblk):
+        j0 = bb * LSE_BLOCK
+        j1 = min(m, j0 + LSE_BLOCK)
+        bm = -np.inf
+        for j in range(j0, j1):
+            bm = max(bm, c * row[j] + vk[j])
+        if bm > r:
+            if r > -np.inf:
+                s *= fast_exp(r - bm)
+            r = bm
+        shift[bb] = r
+        if r == -np.inf:
+            for j in range(j0, j1):
+                E[j] = 0.0
+            continue
+        bs = 0.0
+        for j in range(j0, j1):
+            e = fast_exp(c * row[j] + vk[j] - r)
+            E[j] = e
+            bs += e
+        s += bs
+    for bb in range(nblk):
+        if shift[bb] < r and shift[bb] > -np.inf:
+            f = fast_exp(shift[bb] - r)
+            j0 = bb * LSE_BLOCK
+            j1 = min(m, j0 + LSE_BLOCK)
+            for j in range(j0, j1):
+                E[j] *= f
+    return r, s
+
+
 @njit(**_PAR)
-def log_fused_pass(M, c, loga, v, active, n_chunks, chunk_rows, Q, u, q):
+def log_fused_pass(M, c, loga, v, shift_ok, dv_max, active, n_chunks, chunk_rows, Q, u, q):
     """One read of M for all active problems k:
 
     u[k, i] = loga[k, i] - logsumexp_j (c M_ij + v[k, j])     (row half-step)
     q[k, j] = sum_i exp(c M_ij + u[k, i] + v[k, j])            (new column sums)
 
-    The row logsumexp is a blocked single-pass online reduction (running max r
-    and sum s rescaled by exp(r_old - r_new) when a block raises the max), as
-    in Viehmann's online logsumexp; block exponentials are kept in a per-thread
-    buffer and reused for q, so each entry costs one exponential.
+    Row logsumexp: when ``shift_ok``, u holds on entry the previous row
+    potentials u_old (computed from v_old) and dv_max[k] = max_j (v - v_old),
+    so r_i = loga_i - u_old_i + dv_max is a certified upper bound of the new
+    row logsumexp: exp(c M_ij + v_j - r_i) <= 1 cannot overflow and one pass
+    with one exponential per entry suffices.  Rows whose sum underflows
+    (s < ROW_SUM_FLOOR), and every row when not ``shift_ok``, use the online
+    running-max logsumexp ``_online_row_lse``.  The row's exponentials are kept
+    in a per-thread buffer and reused for q: P_ij = E_ij * a_i / s_i <= a_i.
     """
     n, m = M.shape
     K = v.shape[0]
@@ -299,6 +349,7 @@ def log_fused_pass(M, c, loga, v, active, n_chunks, chunk_rows, Q, u, q):
         Qc = Q[ch]
         Qc[:, :] = 0.0
         for i in range(i0, i1):
+            row = M[i]
             for k in range(K):
                 if not active[k]:
                     continue
@@ -306,39 +357,21 @@ def log_fused_pass(M, c, loga, v, active, n_chunks, chunk_rows, Q, u, q):
                 if la == -np.inf:
                     u[k, i] = -np.inf
                     continue
-                r = -np.inf
+                vk = v[k]
                 s = 0.0
-                for bb in range(nblk):
-                    j0 = bb * LSE_BLOCK
-                    j1 = min(m, j0 + LSE_BLOCK)
-                    bm = -np.inf
-                    for j in range(j0, j1):
-                        bm = max(bm, c * M[i, j] + v[k, j])
-                    if bm > r:
-                        if r > -np.inf:
-                            s *= fast_exp(r - bm)
-                        r = bm
-                    shift[bb] = r
-                    if r == -np.inf:
-                        for j in range(j0, j1):
-                            E[j] = 0.0
-                        continue
-                    bs = 0.0
-                    for j in range(j0, j1):
-                        e = fast_exp(c * M[i, j] + v[k, j] - r)
+                if shift_ok:
+                    r = la - u[k, i] + dv_max[k]
+                    for j in range(m):
+                        e = fast_exp(c * row[j] + vk[j] - r)
                         E[j] = e
-                        bs += e
-                    s += bs
+                        s += e
+                if not s > ROW_SUM_FLOOR:
+                    r, s = _online_row_lse(row, c, vk, E, shift)
                 u[k, i] = la - r - math.log(s)
                 alpha = math.exp(la) / s
-                for bb in range(nblk):
-                    if shift[bb] == -np.inf:
-                        continue
-                    f = alpha * fast_exp(shift[bb] - r)
-                    j0 = bb * LSE_BLOCK
-                    j1 = min(m, j0 + LSE_BLOCK)
-                    for j in range(j0, j1):
-                        Qc[k, j] += E[j] * f
+                qk = Qc[k]
+                for j in range(m):
+                    qk[j] += E[j] * alpha
     # merge only the active problems, in chunk order
     for k in range(K):
         if not active[k]:
@@ -351,22 +384,33 @@ def log_fused_pass(M, c, loga, v, active, n_chunks, chunk_rows, Q, u, q):
 
 
 @njit(**_SER)
-def log_steps(M, c, loga, logb, b, u, v, vnext, active, n_chunks, chunk_rows,
-              Q, q, n_steps, tiny):
+def log_steps(M, c, loga, logb, b, u, v, vnext, shift_ok, active, n_chunks,
+              chunk_rows, Q, q, n_steps, tiny):
     """Run ``n_steps`` log-domain Sinkhorn iterations (POT order) in place.
 
     State on entry: (u, v) after the previous iteration and
-    vnext = log b - LSE_i(c M_ij + u_i).  Each iteration sets v = vnext,
+    vnext = log b - LSE_i(c M_ij + u_i); ``shift_ok`` says whether u was
+    computed from v (true after any pass).  Each iteration sets v = vnext,
     u = loga - LSE_j(c M_ij + v_j), q = column sums of the plan (u, v) and
-    vnext = log b - log q + v.  Columns where q underflowed (q < tiny * b) are
-    recomputed with ``log_col_lse``.  Inactive problems are left untouched.
+    vnext = log b - log q + v.  Columns where q underflowed (q <= tiny * b)
+    are recomputed with ``log_col_lse``.  Inactive problems are untouched.
+    Returns the updated ``shift_ok`` (True once a pass has run).
     """
     K, m = v.shape
+    dv_max = np.zeros(K)
     for s in range(n_steps):
         for k in range(K):
-            if active[k]:
-                v[k, :] = vnext[k, :]
-        log_fused_pass(M, c, loga, v, active, n_chunks, chunk_rows, Q, u, q)
+            if not active[k]:
+                continue
+            d = -np.inf
+            for j in range(m):
+                if vnext[k, j] > -np.inf:
+                    d = max(d, vnext[k, j] - v[k, j])
+                v[k, j] = vnext[k, j]
+            dv_max[k] = d
+        log_fused_pass(M, c, loga, v, shift_ok, dv_max, active, n_chunks,
+                       chunk_rows, Q, u, q)
+        shift_ok = True
         redo = False
         for k in range(K):
             if not active[k]:
@@ -387,7 +431,7 @@ def log_steps(M, c, loga, logb, b, u, v, vnext, active, n_chunks, chunk_rows,
                 for j in range(m):
                     if logb[k, j] > -np.inf and not q[k, j] > tiny * b[k, j]:
                         vnext[k, j] = logb[k, j] - lse[k, j]
-    return n_steps
+    return shift_ok
 
 
 # --------------------------------------------------------------------------
