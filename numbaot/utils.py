@@ -1,6 +1,5 @@
 """Utilities mirroring ``ot.utils``: cost matrices and uniform histograms."""
 import numpy as np
-from scipy.spatial.distance import cdist
 
 from ._checks import as_real_array
 
@@ -65,6 +64,14 @@ def euclidean_distances(X, Y, squared=False):
     if X is Y:
         c = c * (1 - np.eye(X.shape[0], dtype=c.dtype))
     return c
+
+
+def cdist(x1, x2, **kwargs):
+    """:func:`scipy.spatial.distance.cdist`, imported on first use (keeps
+    ``import numbaot`` light)."""
+    from scipy.spatial.distance import cdist as _cdist
+
+    return _cdist(x1, x2, **kwargs)
 
 
 def dist(x1, x2=None, metric="sqeuclidean", p=2, w=None, backend="auto", nx=None,
