@@ -343,16 +343,22 @@ def _log_warn(P, warn):
     return warn or (P.n_hists > 0 and not P.paired)
 
 
+def _gibbs_result(P, st, f, g, want_loss):
+    """The plan exp(c M + f + g^T) of the single problem, or the losses
+    <plan_k, M> of every problem (without forming the plans)."""
+    if want_loss or P.n_hists:
+        loss = np.empty(P.n_problems)
+        _k.gibbs_loss(P.M, st["c"], f, g, st["n_chunks"], st["chunk_rows"], loss)
+        return _cast(loss if P.n_hists else loss[0], P.dtype)
+    res = np.empty(P.shape, dtype=P.dtype)
+    _k.gibbs_kernel(P.M, st["c"], f[0], g[0], res)
+    return res
+
+
 def _log_outputs(P, st, log, want_loss):
     dt = P.dtype
     u, v = st["u"], st["v"]
-    if want_loss or P.n_hists:
-        loss = np.empty(P.n_problems)
-        _k.gibbs_loss(P.M, st["c"], u, v, st["n_chunks"], st["chunk_rows"], loss)
-        res = _cast(loss if P.n_hists else loss[0], dt)
-    else:
-        res = np.empty(P.shape, dtype=dt)
-        _k.gibbs_kernel(P.M, st["c"], u[0], v[0], res)
+    res = _gibbs_result(P, st, u, v, want_loss)
     if not log:
         return res
     if P.n_hists:
@@ -511,13 +517,7 @@ def _stabilized_core(P, reg, numItermax, tau, stopThr, warmstart, verbose,
 def _stabilized_outputs(P, st, reg, log, want_loss):
     dt = P.dtype
     logu, logv = st["logu"], st["logv"]
-    if want_loss or P.n_hists:
-        loss = np.empty(P.n_problems)
-        _k.gibbs_loss(P.M, st["c"], logu, logv, st["n_chunks"], st["chunk_rows"], loss)
-        res = _cast(loss if P.n_hists else loss[0], dt)
-    else:
-        res = np.empty(P.shape, dtype=dt)
-        _k.gibbs_kernel(P.M, st["c"], logu[0], logv[0], res)
+    res = _gibbs_result(P, st, logu, logv, want_loss)
     if not log:
         return res
     if P.n_hists:

@@ -45,16 +45,26 @@ _PAR = dict(JIT_OPTIONS, parallel=True)
 _SER = dict(JIT_OPTIONS)
 
 
-@njit(**_SER)
-def _merge_chunks(Q, out):
-    """out[k, j] = sum_c Q[c, k, j], summed in chunk order (deterministic)."""
+_MERGE_COLS = 256
+
+
+@njit(**_PAR)
+def merge_chunks(Q, active, out):
+    """out[k, j] = sum_c Q[c, k, j] for the active problems k, summed in chunk
+    order (deterministic); parallel over blocks of columns."""
     n_chunks, K, m = Q.shape
-    for k in range(K):
-        for j in range(m):
-            out[k, j] = Q[0, k, j]
-        for c in range(1, n_chunks):
-            for j in range(m):
-                out[k, j] += Q[c, k, j]
+    nb = (m + _MERGE_COLS - 1) // _MERGE_COLS
+    for jb in prange(nb):
+        j0 = jb * _MERGE_COLS
+        j1 = min(m, j0 + _MERGE_COLS)
+        for k in range(K):
+            if not active[k]:
+                continue
+            for j in range(j0, j1):
+                out[k, j] = Q[0, k, j]
+            for c in range(1, n_chunks):
+                for j in range(j0, j1):
+                    out[k, j] += Q[c, k, j]
 
 
 # --------------------------------------------------------------------------
@@ -149,7 +159,7 @@ def knopp_col_sums(Kmat, u, n_chunks, chunk_rows, Q, q):
                 uki = u[k, i]
                 for j in range(m):
                     Qc[k, j] += Kmat[i, j] * uki
-    _merge_chunks(Q, q)
+    merge_chunks(Q, np.ones(K, dtype=np.bool_), q)
 
 
 @njit(**_PAR)
@@ -173,7 +183,7 @@ def knopp_fused_pass(Kmat, a, v, n_chunks, chunk_rows, Q, u, q):
                 u[k, i] = uki
                 for j in range(m):
                     Qc[k, j] += Kmat[i, j] * uki
-    _merge_chunks(Q, q)
+    merge_chunks(Q, np.ones(K, dtype=np.bool_), q)
 
 
 @njit(**_SER)
@@ -372,15 +382,7 @@ def log_fused_pass(M, c, loga, v, shift_ok, dv_max, active, n_chunks, chunk_rows
                 qk = Qc[k]
                 for j in range(m):
                     qk[j] += E[j] * alpha
-    # merge only the active problems, in chunk order
-    for k in range(K):
-        if not active[k]:
-            continue
-        for j in range(m):
-            q[k, j] = Q[0, k, j]
-        for ch in range(1, n_chunks):
-            for j in range(m):
-                q[k, j] += Q[ch, k, j]
+    merge_chunks(Q, active, q)
 
 
 @njit(**_SER)
