@@ -136,10 +136,10 @@ def dist(x1, x2=None, metric="sqeuclidean", p=2, w=None, backend="auto", nx=None
             M += np.abs(x1[:, i][:, None] - x2[:, i][None, :])
         return M
     if metric == "minkowski":
-        ww = np.ones(x1.shape[1]) if w is None else np.asarray(w)
         M = 0.0
         for i in range(x1.shape[1]):
-            M += ww[i] * np.abs(x1[:, i][:, None] - x2[:, i][None, :]) ** p
+            term = np.abs(x1[:, i][:, None] - x2[:, i][None, :]) ** p
+            M += term if w is None else w[i] * term
         return M ** (1 / p)
     if metric in ("cosine", "correlation"):
         if metric == "correlation":

@@ -1,0 +1,106 @@
+"""sinkhorn_log at very small regularisation (reg = 1e-4 with M in [0, 1]):
+exp(-M/reg) underflows to 0 for most entries, the log-domain solver must not.
+
+Oracles: the problem's constraints (marginals) and POT's sinkhorn_log on the
+problems where POT converges.
+"""
+import numpy as np
+import pytest
+
+import numbaot
+from _helpers import F32, assert_log_matches, assert_close, call_recording, make_problem, ot, random_hist, up
+
+REG = 1e-4
+
+
+def _user_warnings(w):
+    # POT's exp(log_u) overflows to inf (NumPy RuntimeWarning); that is not an
+    # API warning
+    return [x for x in w if x[0] is not RuntimeWarning]
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("shape", [(1, 5), (6, 1), (7, 13), (40, 25), (90, 70)])
+def test_tiny_reg_is_finite_and_feasible(shape, dtype):
+    a, b, M = make_problem(*shape, seed=shape[0] * 31 + shape[1], dtype=dtype)
+    numItermax = 50000
+    stopThr = 1e-9 if dtype == np.float64 else 1e-6
+    (G, log), w = call_recording(numbaot.bregman.sinkhorn_log, a, b, M, REG, log=True, numItermax=numItermax,
+                                 stopThr=stopThr)
+    assert G.dtype == dtype
+    assert np.all(np.isfinite(G)) and np.all(G >= 0)
+    assert np.all(np.isfinite(log["log_u"])) and np.all(np.isfinite(log["log_v"]))
+    # u = exp(log u) may overflow to +inf (as in POT) but never be NaN
+    assert not np.any(np.isnan(log["u"])) and not np.any(np.isnan(log["v"]))
+    assert not any(np.isnan(e) for e in log["err"])
+    converged = log["niter"] < numItermax - 1
+    assert converged, "this problem is expected to converge"
+    assert _user_warnings(w) == []
+    a64, b64 = up(a, b)
+    G64 = G.astype(np.float64)
+    if dtype == np.float64:
+        # the last update fits the rows exactly; the columns are within stopThr
+        assert_close(G64.sum(axis=1), a64, rtol=1e-12, atol=1e-15)
+        assert np.linalg.norm(G64.sum(axis=0) - b64) < stopThr
+    else:
+        assert_close(G64.sum(axis=1), a64, rtol=1e-5, atol=1e-7)
+        assert np.linalg.norm(G64.sum(axis=0) - b64) < 10 * stopThr
+
+
+@pytest.mark.parametrize("shape, seed", [((5, 4), 2), ((4, 6), 3), ((5, 7), 0), ((3, 4), 0)])
+def test_tiny_reg_matches_pot_where_pot_converges(shape, seed):
+    a, b, M = make_problem(*shape, seed=seed)
+    with np.errstate(all="ignore"):
+        (G_ref, log_ref), w_ref = call_recording(ot.bregman.sinkhorn_log, a, b, M, REG, log=True,
+                                                 numItermax=20000)
+        (G, log), w = call_recording(numbaot.bregman.sinkhorn_log, a, b, M, REG, log=True, numItermax=20000)
+    assert log_ref["niter"] < 20000 - 1, "POT converges on this problem"
+    assert _user_warnings(w) == _user_warnings(w_ref) == []
+    assert np.all(np.isfinite(G))
+    assert_close(G, G_ref, rtol=1e-7, atol=1e-10)
+    assert_log_matches(log, log_ref)
+
+
+def test_tiny_reg_through_sinkhorn_and_sinkhorn2():
+    """method='sinkhorn_log' through the dispatchers, and the 2-D b path."""
+    method = "sinkhorn_log"
+    a, b, M = make_problem(5, 7, seed=0)
+    G = numbaot.sinkhorn(a, b, M, REG, method=method, numItermax=20000)
+    G_ref = ot.sinkhorn(a, b, M, REG, method=method, numItermax=20000)
+    assert_close(G, G_ref, rtol=1e-7, atol=1e-10)
+    loss = numbaot.sinkhorn2(a, b, M, REG, method=method, numItermax=20000)
+    assert_close(loss, np.sum(G_ref * M), rtol=1e-7, atol=1e-10)
+    rng = np.random.default_rng(1)
+    B = np.column_stack([b, random_hist(rng, 7)])
+    losses = numbaot.sinkhorn2(a, B, M, REG, method=method, numItermax=50000, warn=False)
+    assert losses.shape == (2,) and np.all(np.isfinite(losses))
+    assert_close(losses[0], loss, rtol=1e-7, atol=1e-10)
+
+
+def test_tiny_reg_paired_batch_finite():
+    rng = np.random.default_rng(2)
+    _, _, M = make_problem(30, 20, seed=2)
+    A = random_hist(rng, 30, 3)
+    B = random_hist(rng, 20, 3)
+    with np.errstate(over="ignore"):  # u = exp(log_u) overflows, as in POT
+        losses, log = numbaot.sinkhorn2(A, B, M, REG, method="sinkhorn_log", numItermax=50000, log=True,
+                                        warn=False)
+    assert losses.shape == (3,) and np.all(np.isfinite(losses))
+    assert np.all(np.isfinite(log["log_u"])) and np.all(np.isfinite(log["log_v"]))
+    for k in range(3):
+        # a plan's cost lies between min M and max M (mass 1)
+        assert M.min() - 1e-12 <= losses[k] <= M.max() + 1e-12
+        # each problem is solved with its own weights: rebuild its plan
+        logG = -M / REG + log["log_u"][:, k][:, None] + log["log_v"][:, k][None, :]
+        G = np.exp(logG)
+        assert_close(G.sum(axis=1), A[:, k], rtol=1e-9, atol=1e-12)
+        assert np.linalg.norm(G.sum(axis=0) - B[:, k]) < 1e-8
+        assert_close(np.sum(G * M), losses[k], rtol=1e-9, atol=1e-12)
+
+
+def test_tiny_reg_float32_close_to_float64():
+    a, b, M = make_problem(5, 4, seed=2, dtype=np.float32)
+    G32 = numbaot.bregman.sinkhorn_log(a, b, M, REG, numItermax=50000, stopThr=1e-7, warn=False)
+    G64 = ot.bregman.sinkhorn_log(*up(a, b, M), REG, numItermax=50000, stopThr=1e-12, warn=False)
+    assert G32.dtype == np.float32
+    assert_close(G32, G64, **F32)
