@@ -29,10 +29,18 @@ MAX_ROW_CHUNKS = 32
 #: Minimum rows per chunk (small problems use fewer chunks).
 MIN_CHUNK_ROWS = 8
 
-#: Block length of the blocked online logsumexp along a row (elements).  A
-#: block is read from memory once; its maximum and its exponentials are
-#: computed while it sits in L1.
-LSE_BLOCK = 512
+#: Column block length (elements) of the tiled row passes and of the blocked
+#: online logsumexp: a block of a row is read from memory once, and the blocks
+#: of v and of the column accumulators it meets stay in L1.
+COL_BLOCK = 512
+
+#: Rows per tile in the fused row passes: the tile's rows are re-read from L2
+#: (never from memory) by the column-accumulation pass.
+ROW_TILE = 8
+
+#: Upper bound (bytes) of one tile of rows (ROW_TILE x dim_b float64): wide
+#: matrices use fewer rows per tile.
+TILE_BYTES = 512 * 1024
 
 #: Rows per tile in the column logsumexp pass (tile max, then exp-sum).
 COL_TILE_ROWS = 8

@@ -32,6 +32,7 @@ _LN2_HI = 6.93147180369123816490e-01
 _LN2_LO = 1.90821492927058770002e-10
 _EXP_LO = -746.0
 _EXP_HI = 710.0
+_FTZ_LO = -708.0
 
 
 @njit(inline="always", fastmath=FASTMATH, cache=True)
@@ -64,3 +65,27 @@ def fast_exp(x):
     if x != x:
         res = x
     return res
+
+
+@njit(inline="always", fastmath=FASTMATH, cache=True)
+def fast_exp_ftz(x):
+    """exp(x) flushed to 0 below -708 (no subnormal results, no NaN test):
+    ~25% cheaper than ``fast_exp``.  For the log-domain reductions, whose
+    terms are only ever compared with a sum >= 1e-200."""
+    xc = max(x, _FTZ_LO)
+    kf = np.floor(xc * _LOG2E + 0.5)
+    r = (xc - kf * _LN2_HI) - kf * _LN2_LO
+    p = 1.0 / 39916800.0
+    p = p * r + 1.0 / 3628800.0
+    p = p * r + 1.0 / 362880.0
+    p = p * r + 1.0 / 40320.0
+    p = p * r + 1.0 / 5040.0
+    p = p * r + 1.0 / 720.0
+    p = p * r + 1.0 / 120.0
+    p = p * r + 1.0 / 24.0
+    p = p * r + 1.0 / 6.0
+    p = p * r + 0.5
+    p = p * r + 1.0
+    p = p * r + 1.0
+    res = p * _bits_to_float64(np.int64(kf + 1023.0) << 52)
+    return res if x >= _FTZ_LO else 0.0

@@ -38,8 +38,15 @@ import math
 import numpy as np
 from numba import njit, prange
 
-from .._config import JIT_OPTIONS, LSE_BLOCK, COL_TILE_ROWS, ROW_SUM_FLOOR
-from ._math import fast_exp
+from .._config import (
+    COL_BLOCK,
+    COL_TILE_ROWS,
+    JIT_OPTIONS,
+    ROW_SUM_FLOOR,
+    ROW_TILE,
+    TILE_BYTES,
+)
+from ._math import fast_exp, fast_exp_ftz
 
 _PAR = dict(JIT_OPTIONS, parallel=True)
 _SER = dict(JIT_OPTIONS)
@@ -60,11 +67,10 @@ def merge_chunks(Q, active, out):
         for k in range(K):
             if not active[k]:
                 continue
-            for j in range(j0, j1):
-                out[k, j] = Q[0, k, j]
+            ob = out[k, j0:j1]
+            ob[:] = Q[0, k, j0:j1]
             for c in range(1, n_chunks):
-                for j in range(j0, j1):
-                    out[k, j] += Q[c, k, j]
+                _axpy(1.0, Q[c, k, j0:j1], ob)
 
 
 # --------------------------------------------------------------------------
@@ -142,6 +148,52 @@ def gibbs_loss(M, c, f, g, n_chunks, chunk_rows, out):
 
 
 # --------------------------------------------------------------------------
+# vector helpers on 1-D slices.  Loops run over range(len(x)): a loop over
+# range(j0, j1) with a non-constant start keeps Numba's negative-index
+# wrap-around in the loop body and LLVM then does not vectorise it.
+# --------------------------------------------------------------------------
+@njit(**_SER)
+def _dot(x, y):
+    acc = 0.0
+    for j in range(x.shape[0]):
+        acc += x[j] * y[j]
+    return acc
+
+
+@njit(**_SER)
+def _axpy(alpha, x, y):
+    """y += alpha * x"""
+    for j in range(x.shape[0]):
+        y[j] += x[j] * alpha
+
+
+@njit(**_SER)
+def _exp_store_sum(row, c, vk, sh, out):
+    """out_j = exp(c row_j + vk_j - sh); returns sum_j out_j."""
+    acc = 0.0
+    for j in range(row.shape[0]):
+        e = fast_exp_ftz(c * row[j] + vk[j] - sh)
+        out[j] = e
+        acc += e
+    return acc
+
+
+@njit(**_SER)
+def _max_shifted(row, c, vk):
+    """max_j (c row_j + vk_j)."""
+    bm = -np.inf
+    for j in range(row.shape[0]):
+        bm = max(bm, c * row[j] + vk[j])
+    return bm
+
+
+@njit(**_SER)
+def _scale(alpha, x):
+    for j in range(x.shape[0]):
+        x[j] *= alpha
+
+
+# --------------------------------------------------------------------------
 # Multiplicative (Sinkhorn-Knopp) kernels
 # --------------------------------------------------------------------------
 @njit(**_PAR)
@@ -162,27 +214,50 @@ def knopp_col_sums(Kmat, u, n_chunks, chunk_rows, Q, q):
     merge_chunks(Q, np.ones(K, dtype=np.bool_), q)
 
 
+@njit(**_SER)
+def _tile_rows(m):
+    """Rows per tile: ROW_TILE, fewer when a tile of rows would not fit TILE_BYTES."""
+    return max(1, min(ROW_TILE, TILE_BYTES // (8 * max(m, 1))))
+
+
 @njit(**_PAR)
 def knopp_fused_pass(Kmat, a, v, n_chunks, chunk_rows, Q, u, q):
-    """One read of K: u[k, i] = a[k, i] / (K v_k)_i and q = K^T u (new u)."""
+    """One read of K: u[k, i] = a[k, i] / (K v_k)_i and q = K^T u (new u).
+
+    Rows are processed in tiles of a few rows and columns in blocks of
+    COL_BLOCK, so that the block of v (first pass) and of the column
+    accumulators (second pass) stays in L1 while a tile's rows stream through;
+    the second pass re-reads the tile from L2, never from memory.
+    """
     n, m = Kmat.shape
     K = v.shape[0]
     shared_a = a.shape[0] == 1
+    R = _tile_rows(m)
     for ch in prange(n_chunks):
         i0 = ch * chunk_rows
         i1 = min(n, i0 + chunk_rows)
         Qc = Q[ch]
         Qc[:, :] = 0.0
-        for i in range(i0, i1):
+        s = np.empty(R)
+        for t0 in range(i0, i1, R):
+            nr = min(i1, t0 + R) - t0
             for k in range(K):
-                s = 0.0
-                for j in range(m):
-                    s += Kmat[i, j] * v[k, j]
-                aki = a[0, i] if shared_a else a[k, i]
-                uki = aki / s
-                u[k, i] = uki
-                for j in range(m):
-                    Qc[k, j] += Kmat[i, j] * uki
+                vk = v[k]
+                qk = Qc[k]
+                s[:] = 0.0
+                for j0 in range(0, m, COL_BLOCK):
+                    j1 = min(m, j0 + COL_BLOCK)
+                    vb = vk[j0:j1]
+                    for r in range(nr):
+                        s[r] += _dot(Kmat[t0 + r, j0:j1], vb)
+                for r in range(nr):
+                    aki = a[0, t0 + r] if shared_a else a[k, t0 + r]
+                    u[k, t0 + r] = aki / s[r]
+                for j0 in range(0, m, COL_BLOCK):
+                    j1 = min(m, j0 + COL_BLOCK)
+                    qb = qk[j0:j1]
+                    for r in range(nr):
+                        _axpy(u[k, t0 + r], Kmat[t0 + r, j0:j1], qb)
     merge_chunks(Q, np.ones(K, dtype=np.bool_), q)
 
 
@@ -291,7 +366,7 @@ def _online_row_lse(row, c, vk, E, shift):
 
     Returns (r, s) with logsumexp_j (c row_j + vk_j) = r + log(s) and leaves
     E_j = exp(c row_j + vk_j - r).  The running maximum r and the running
-    sum s are kept per block of LSE_BLOCK entries: a block's maximum is taken
+    sum s are kept per block of COL_BLOCK entries: a block's maximum is taken
     while the block sits in L1, s is rescaled by exp(r_old - r_new) when the
     maximum grows, and the block's exponentials are added.  ``shift`` is a
     scratch of one entry per block.
@@ -301,33 +376,22 @@ def _online_row_lse(row, c, vk, E, shift):
     r = -np.inf
     s = 0.0
     for bb in range(nblk):
-        j0 = bb * LSE_BLOCK
-        j1 = min(m, j0 + LSE_BLOCK)
-        bm = -np.inf
-        for j in range(j0, j1):
-            bm = max(bm, c * row[j] + vk[j])
+        j0 = bb * COL_BLOCK
+        j1 = min(m, j0 + COL_BLOCK)
+        bm = _max_shifted(row[j0:j1], c, vk[j0:j1])
         if bm > r:
             if r > -np.inf:
                 s *= fast_exp(r - bm)
             r = bm
         shift[bb] = r
         if r == -np.inf:
-            for j in range(j0, j1):
-                E[j] = 0.0
+            E[j0:j1] = 0.0
             continue
-        bs = 0.0
-        for j in range(j0, j1):
-            e = fast_exp(c * row[j] + vk[j] - r)
-            E[j] = e
-            bs += e
-        s += bs
+        s += _exp_store_sum(row[j0:j1], c, vk[j0:j1], r, E[j0:j1])
     for bb in range(nblk):
         if shift[bb] < r and shift[bb] > -np.inf:
-            f = fast_exp(shift[bb] - r)
-            j0 = bb * LSE_BLOCK
-            j1 = min(m, j0 + LSE_BLOCK)
-            for j in range(j0, j1):
-                E[j] *= f
+            j0 = bb * COL_BLOCK
+            _scale(fast_exp(shift[bb] - r), E[j0:min(m, j0 + COL_BLOCK)])
     return r, s
 
 
@@ -344,44 +408,60 @@ def log_fused_pass(M, c, loga, v, shift_ok, dv_max, active, n_chunks, chunk_rows
     row logsumexp: exp(c M_ij + v_j - r_i) <= 1 cannot overflow and one pass
     with one exponential per entry suffices.  Rows whose sum underflows
     (s < ROW_SUM_FLOOR), and every row when not ``shift_ok``, use the online
-    running-max logsumexp ``_online_row_lse``.  The row's exponentials are kept
-    in a per-thread buffer and reused for q: P_ij = E_ij * a_i / s_i <= a_i.
+    running-max logsumexp ``_online_row_lse``.  The exponentials of a tile of
+    rows are kept in a per-thread buffer (L2) and reused for q:
+    P_ij = E_ij * a_i / s_i <= a_i.  Tiles of rows x blocks of COL_BLOCK
+    columns keep the blocks of v and of the accumulators in L1.
     """
     n, m = M.shape
     K = v.shape[0]
     shared_a = loga.shape[0] == 1
-    nblk = (m + LSE_BLOCK - 1) // LSE_BLOCK
+    nblk = (m + COL_BLOCK - 1) // COL_BLOCK
+    R = _tile_rows(m)
     for ch in prange(n_chunks):
         i0 = ch * chunk_rows
         i1 = min(n, i0 + chunk_rows)
-        E = np.empty(m)
+        E = np.empty((R, m))
         shift = np.empty(nblk)
+        s = np.empty(R)
+        rr = np.empty(R)
+        alpha = np.empty(R)
         Qc = Q[ch]
         Qc[:, :] = 0.0
-        for i in range(i0, i1):
-            row = M[i]
+        for t0 in range(i0, i1, R):
+            nr = min(i1, t0 + R) - t0
             for k in range(K):
                 if not active[k]:
                     continue
-                la = loga[0, i] if shared_a else loga[k, i]
-                if la == -np.inf:
-                    u[k, i] = -np.inf
-                    continue
                 vk = v[k]
-                s = 0.0
-                if shift_ok:
-                    r = la - u[k, i] + dv_max[k]
-                    for j in range(m):
-                        e = fast_exp(c * row[j] + vk[j] - r)
-                        E[j] = e
-                        s += e
-                if not s > ROW_SUM_FLOOR:
-                    r, s = _online_row_lse(row, c, vk, E, shift)
-                u[k, i] = la - r - math.log(s)
-                alpha = math.exp(la) / s
                 qk = Qc[k]
-                for j in range(m):
-                    qk[j] += E[j] * alpha
+                s[:] = 0.0
+                if shift_ok:
+                    for r in range(nr):
+                        rr[r] = loga[0 if shared_a else k, t0 + r] - u[k, t0 + r] + dv_max[k]
+                    for j0 in range(0, m, COL_BLOCK):
+                        j1 = min(m, j0 + COL_BLOCK)
+                        vb = vk[j0:j1]
+                        for r in range(nr):
+                            if rr[r] > -np.inf:
+                                s[r] += _exp_store_sum(M[t0 + r, j0:j1], c, vb, rr[r],
+                                                       E[r, j0:j1])
+                for r in range(nr):
+                    la = loga[0 if shared_a else k, t0 + r]
+                    if la == -np.inf:
+                        u[k, t0 + r] = -np.inf
+                        alpha[r] = 0.0
+                        continue
+                    if not s[r] > ROW_SUM_FLOOR:
+                        rr[r], s[r] = _online_row_lse(M[t0 + r], c, vk, E[r], shift)
+                    u[k, t0 + r] = la - rr[r] - math.log(s[r])
+                    alpha[r] = math.exp(la) / s[r]
+                for j0 in range(0, m, COL_BLOCK):
+                    j1 = min(m, j0 + COL_BLOCK)
+                    qb = qk[j0:j1]
+                    for r in range(nr):
+                        if alpha[r] != 0.0:
+                            _axpy(alpha[r], E[r, j0:j1], qb)
     merge_chunks(Q, active, q)
 
 
