@@ -56,3 +56,8 @@ ACCUMULATOR_BYTES = 256 * 2**20
 #: In the log-domain row pass with a certified shift, a row whose scaled sum
 #: falls below this is recomputed with the running-max online logsumexp.
 ROW_SUM_FLOOR = 1e-200
+
+#: From this many problems sharing one matrix on, the multiplicative solver
+#: stores its vectors problem-minor (dim, n_hists) and vectorises over the
+#: problems (no per-row horizontal reductions).
+BATCH_MINOR_MIN = 8

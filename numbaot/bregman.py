@@ -24,7 +24,7 @@ import numpy as np
 
 from . import _checks
 from ._checks import prepare_problem
-from ._config import UNDERFLOW_RTOL
+from ._config import BATCH_MINOR_MIN, UNDERFLOW_RTOL
 from .cpu import chunk_layout
 from .cpu import sinkhorn as _k
 
@@ -129,15 +129,25 @@ def _knopp_core(P, reg, numItermax, stopThr, verbose, log, warn, warmstart):
     else:
         w_a, w_b = _warmstart_pair(warmstart, P, "log u, log v")
         u, v = np.exp(w_a), np.exp(w_b)
-    Q = np.empty((n_chunks, K, dim_b))
-    q = np.empty((K, dim_b))
-    _k.knopp_col_sums(Kmat, u, n_chunks, chunk_rows, Q, q)
+    # Many problems: problem-minor layout (dim, n_hists), vectorised over problems.
+    pm = K >= BATCH_MINOR_MIN
+    if pm:
+        u, v = np.ascontiguousarray(u.T), np.ascontiguousarray(v.T)
+        a_w, b_w = np.ascontiguousarray(P.a.T), np.ascontiguousarray(P.b.T)
+        Q = np.empty((n_chunks, dim_b, K))
+        q = np.empty((dim_b, K))
+        _k.knopp_col_sums_pm(Kmat, u, n_chunks, chunk_rows, Q, q)
+    else:
+        a_w, b_w = P.a, P.b
+        Q = np.empty((n_chunks, K, dim_b))
+        q = np.empty((K, dim_b))
+        _k.knopp_col_sums(Kmat, u, n_chunks, chunk_rows, Q, q)
     errs = []
     ii = 0
     completed = True
     for start, stop in _blocks(numItermax, 10):
         done, failed = _k.knopp_steps(
-            Kmat, P.a, P.b, u, v, q, n_chunks, chunk_rows, Q, stop - start
+            Kmat, a_w, b_w, u, v, q, n_chunks, chunk_rows, Q, stop - start, pm
         )
         if failed:
             ii = start + done
@@ -146,7 +156,7 @@ def _knopp_core(P, reg, numItermax, stopThr, verbose, log, warn, warmstart):
             break
         ii = stop - 1
         if ii % 10 == 0:
-            err = _err_scalar(np.linalg.norm(v * q - P.b), P.dtype)
+            err = _err_scalar(np.linalg.norm(v * q - b_w), P.dtype)
             if log:
                 errs.append(err)
             if err < stopThr:
@@ -154,6 +164,8 @@ def _knopp_core(P, reg, numItermax, stopThr, verbose, log, warn, warmstart):
                 break
             if verbose:
                 _print_header_and_row(ii, err, 200)
+    if pm:
+        u, v = np.ascontiguousarray(u.T), np.ascontiguousarray(v.T)
     if completed and warn:
         warnings.warn(_NOT_CONVERGED)
     return dict(Kmat=Kmat, u=u, v=v, errs=errs, niter=ii, n_chunks=n_chunks, chunk_rows=chunk_rows)
@@ -298,17 +310,29 @@ def _log_core(P, reg, numItermax, stopThr, warmstart):
     _k.log_col_lse(P.M, c, u, n_chunks, chunk_rows, vnext)
     vnext = logb - vnext
     vnext[np.isneginf(logb)] = -np.inf
-    Q = np.empty((n_chunks, K, dim_b))
     q = np.zeros((K, dim_b))
     active = np.ones(K, dtype=np.bool_)
     errs = [[] for _ in range(K)]
     checks = [[] for _ in range(K)]
     niter = [0] * K
     converged = [False] * K
+    # Many problems: problem-minor layout (dim, n_hists), vectorised over problems.
+    pm = K >= BATCH_MINOR_MIN
+    if pm:
+        tr = np.ascontiguousarray
+        u_w, v_w, vnext_w, q_w = tr(u.T), tr(v.T), tr(vnext.T), tr(q.T)
+        loga_w, logb_w, b_w = tr(loga.T), tr(logb.T), tr(P.b.T)
+        Q = np.empty((n_chunks, dim_b, K))
+    else:
+        u_w, v_w, vnext_w, q_w = u, v, vnext, q
+        loga_w, logb_w, b_w = loga, logb, P.b
+        Q = np.empty((n_chunks, K, dim_b))
     shift_ok = False
     for start, stop in _blocks(numItermax, 10):
-        shift_ok = _k.log_steps(P.M, c, loga, logb, P.b, u, v, vnext, shift_ok, active,
-                                n_chunks, chunk_rows, Q, q, stop - start, UNDERFLOW_RTOL)
+        shift_ok = _k.log_steps(P.M, c, loga_w, logb_w, b_w, u_w, v_w, vnext_w, shift_ok,
+                                active, n_chunks, chunk_rows, Q, q_w, stop - start,
+                                UNDERFLOW_RTOL, pm)
+        q = q_w.T if pm else q_w
         ii = stop - 1
         for k in np.flatnonzero(active):
             niter[k] = ii
@@ -322,6 +346,8 @@ def _log_core(P, reg, numItermax, stopThr, warmstart):
                     active[k] = False
             if not active.any():
                 break
+    if pm:
+        u, v = np.ascontiguousarray(u_w.T), np.ascontiguousarray(v_w.T)
     return dict(u=u, v=v, c=c, errs=errs, checks=checks, niter=niter,
                 converged=converged, n_chunks=n_chunks, chunk_rows=chunk_rows)
 
@@ -531,6 +557,34 @@ def _stabilized_outputs(P, st, reg, log, want_loss):
     return res, lg
 
 
+def _stabilized(P, reg, numItermax, tau, stopThr, warmstart, verbose, print_period,
+                log, warn, want_loss):
+    """POT's algorithm for one problem or a 2-D ``b``.  Paired batches (no POT
+    counterpart) run POT's single-problem algorithm once per problem: the
+    absorption rewrites K per problem, so the representation of the
+    potentials (logu, alpha, ...) then equals POT's per-problem result;
+    ``log['err']`` and ``log['n_iter']`` become per-problem lists."""
+    if not P.paired:
+        st = _stabilized_core(P, reg, numItermax, tau, stopThr, warmstart, verbose,
+                              print_period, log, warn)
+        return _stabilized_outputs(P, st, reg, log, want_loss)
+    outs = []
+    for k in range(P.n_hists):
+        Pk = _checks.Problem(M=P.M, a=P.a[k:k + 1], b=P.b[k:k + 1], dtype=P.dtype,
+                             n_hists=0, paired=False)
+        st = _stabilized_core(Pk, reg, numItermax, tau, stopThr, warmstart, verbose,
+                              print_period, log, warn)
+        outs.append(_stabilized_outputs(Pk, st, reg, True, want_loss=True))
+    res = np.stack([o[0] for o in outs])
+    if not log:
+        return res
+    lg = {"err": [o[1]["err"] for o in outs], "n_iter": [o[1]["n_iter"] for o in outs]}
+    for key in ("logu", "logv", "alpha", "beta"):
+        lg[key] = np.stack([o[1][key] for o in outs], axis=1)
+    lg["warmstart"] = (lg["alpha"], lg["beta"])
+    return res, lg
+
+
 def sinkhorn_stabilized(a, b, M, reg, numItermax=1000, tau=1e3, stopThr=1e-9,
                         warmstart=None, verbose=False, print_period=20, log=False,
                         warn=True, **kwargs):
@@ -565,6 +619,8 @@ def sinkhorn_stabilized(a, b, M, reg, numItermax=1000, tau=1e3, stopThr=1e-9,
         Keys ``'err'``, ``'n_iter'``, ``'logu'``, ``'logv'`` (total
         log-scalings), ``'alpha'``, ``'beta'`` (dual potentials
         reg * log-scalings, units of ``M``) and ``'warmstart'`` = (alpha, beta).
+        For paired batches (2-D ``a``) each problem runs POT's single-problem
+        algorithm; ``'err'`` and ``'n_iter'`` are then per-problem lists.
 
     Raises
     ------
@@ -583,9 +639,8 @@ def sinkhorn_stabilized(a, b, M, reg, numItermax=1000, tau=1e3, stopThr=1e-9,
     print_period = _checks.check_iter_count(print_period, "print_period")
     if print_period == 0:
         raise ValueError("print_period must be >= 1")
-    st = _stabilized_core(P, reg, numItermax, tau, stopThr, warmstart, verbose,
-                          print_period, log, warn)
-    return _stabilized_outputs(P, st, reg, log, want_loss=False)
+    return _stabilized(P, reg, numItermax, tau, stopThr, warmstart, verbose, print_period,
+                       log, warn, want_loss=False)
 
 
 def sinkhorn_epsilon_scaling(a, b, M, reg, numItermax=100, epsilon0=1e4,
@@ -861,6 +916,5 @@ def sinkhorn2(a, b, M, reg, method="sinkhorn", numItermax=1000, stopThr=1e-9,
         return _log_outputs(P, st, log, want_loss=True)
     tau = _checks.check_real_scalar(kwargs.get("tau", 1e3), "tau")
     print_period = _checks.check_iter_count(kwargs.get("print_period", 20), "print_period")
-    st = _stabilized_core(P, reg, numItermax, tau, stopThr, warmstart, verbose,
-                          print_period, log, warn)
-    return _stabilized_outputs(P, st, reg, log, want_loss=True)
+    return _stabilized(P, reg, numItermax, tau, stopThr, warmstart, verbose, print_period,
+                       log, warn, want_loss=True)

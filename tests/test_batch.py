@@ -54,7 +54,8 @@ def _check_potentials(method, log, logs_ref, n, m, n_hists, dtype=np.float64):
             assert_close(np.asarray(log[key])[:, k], logs_ref[k][key], **tol(dtype, "pot"))
 
 
-@pytest.mark.parametrize("n_hists", [1, 3])
+# 12 problems take numbaot's problem-minor batch kernels (8 or more problems)
+@pytest.mark.parametrize("n_hists", [1, 3, 12])
 @pytest.mark.parametrize("shape", SHAPES)
 @pytest.mark.parametrize("method", METHODS2)
 def test_paired_fixed_iterations_equal_per_problem_pot(method, shape, n_hists):
@@ -73,12 +74,13 @@ def test_paired_fixed_iterations_equal_per_problem_pot(method, shape, n_hists):
         assert_close(res, ref, **F64)
 
 
+@pytest.mark.parametrize("n_hists", [4, 12])
 @pytest.mark.parametrize("shape", [(7, 13), (40, 25), (13, 7)])
 @pytest.mark.parametrize("method", METHODS2)
-def test_paired_converged_equal_per_problem_pot(method, shape):
-    """Tight stopThr on both sides, problems of different difficulty."""
+def test_paired_converged_equal_per_problem_pot(method, shape, n_hists):
+    """Tight stopThr on both sides, problems of different difficulty (each
+    problem of the log-domain batch stops at its own check, as POT's loop)."""
     n, m = shape
-    n_hists = 4
     A, B, M = _batch(shape, n_hists, seed=200 + n + m, spread=True)
     reg = 0.1
     kw = dict(stopThr=1e-13, numItermax=20000)

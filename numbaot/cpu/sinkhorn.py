@@ -67,10 +67,9 @@ def merge_chunks(Q, active, out):
         for k in range(K):
             if not active[k]:
                 continue
-            ob = out[k, j0:j1]
-            ob[:] = Q[0, k, j0:j1]
+            out[k, j0:j1] = Q[0, k, j0:j1]
             for c in range(1, n_chunks):
-                _axpy(1.0, Q[c, k, j0:j1], ob)
+                _axpy(1.0, Q[c], k, out, k, j0, j1 - j0)
 
 
 # --------------------------------------------------------------------------
@@ -148,49 +147,62 @@ def gibbs_loss(M, c, f, g, n_chunks, chunk_rows, out):
 
 
 # --------------------------------------------------------------------------
-# vector helpers on 1-D slices.  Loops run over range(len(x)): a loop over
-# range(j0, j1) with a non-constant start keeps Numba's negative-index
-# wrap-around in the loop body and LLVM then does not vectorise it.
+# Row-segment helpers: they act on A[i, j0:j0+ln] and Y[k, j0:j0+ln] without
+# creating views (a view costs an atomic reference-count update on the shared
+# array, which two threads then fight over).  The column index is unsigned:
+# with a signed, non-constant start Numba keeps its negative-index wrap-around
+# in the loop and LLVM does not vectorise it.
 # --------------------------------------------------------------------------
 @njit(**_SER)
-def _dot(x, y):
+def _dot(A, i, Y, k, j0, ln):
+    """sum_t A[i, j0+t] * Y[k, j0+t]"""
     acc = 0.0
-    for j in range(x.shape[0]):
-        acc += x[j] * y[j]
+    base = np.uint64(j0)
+    for t in range(ln):
+        j = base + np.uint64(t)
+        acc += A[i, j] * Y[k, j]
     return acc
 
 
 @njit(**_SER)
-def _axpy(alpha, x, y):
-    """y += alpha * x"""
-    for j in range(x.shape[0]):
-        y[j] += x[j] * alpha
+def _axpy(alpha, A, i, Y, k, j0, ln):
+    """Y[k, j0+t] += alpha * A[i, j0+t]"""
+    base = np.uint64(j0)
+    for t in range(ln):
+        j = base + np.uint64(t)
+        Y[k, j] += A[i, j] * alpha
 
 
 @njit(**_SER)
-def _exp_store_sum(row, c, vk, sh, out):
-    """out_j = exp(c row_j + vk_j - sh); returns sum_j out_j."""
+def _exp_store_sum(M, i, c, V, k, sh, E, r, j0, ln):
+    """E[r, j] = exp(c M[i, j] + V[k, j] - sh) for j in [j0, j0+ln); returns their sum."""
     acc = 0.0
-    for j in range(row.shape[0]):
-        e = fast_exp_ftz(c * row[j] + vk[j] - sh)
-        out[j] = e
+    base = np.uint64(j0)
+    for t in range(ln):
+        j = base + np.uint64(t)
+        e = fast_exp_ftz(c * M[i, j] + V[k, j] - sh)
+        E[r, j] = e
         acc += e
     return acc
 
 
 @njit(**_SER)
-def _max_shifted(row, c, vk):
-    """max_j (c row_j + vk_j)."""
+def _max_shifted(M, i, c, V, k, j0, ln):
+    """max_j (c M[i, j] + V[k, j]) for j in [j0, j0+ln)."""
     bm = -np.inf
-    for j in range(row.shape[0]):
-        bm = max(bm, c * row[j] + vk[j])
+    base = np.uint64(j0)
+    for t in range(ln):
+        j = base + np.uint64(t)
+        bm = max(bm, c * M[i, j] + V[k, j])
     return bm
 
 
 @njit(**_SER)
-def _scale(alpha, x):
-    for j in range(x.shape[0]):
-        x[j] *= alpha
+def _scale(alpha, E, r, j0, ln):
+    base = np.uint64(j0)
+    for t in range(ln):
+        j = base + np.uint64(t)
+        E[r, j] *= alpha
 
 
 # --------------------------------------------------------------------------
@@ -242,23 +254,72 @@ def knopp_fused_pass(Kmat, a, v, n_chunks, chunk_rows, Q, u, q):
         for t0 in range(i0, i1, R):
             nr = min(i1, t0 + R) - t0
             for k in range(K):
-                vk = v[k]
-                qk = Qc[k]
                 s[:] = 0.0
                 for j0 in range(0, m, COL_BLOCK):
-                    j1 = min(m, j0 + COL_BLOCK)
-                    vb = vk[j0:j1]
+                    ln = min(m, j0 + COL_BLOCK) - j0
                     for r in range(nr):
-                        s[r] += _dot(Kmat[t0 + r, j0:j1], vb)
+                        s[r] += _dot(Kmat, t0 + r, v, k, j0, ln)
                 for r in range(nr):
                     aki = a[0, t0 + r] if shared_a else a[k, t0 + r]
                     u[k, t0 + r] = aki / s[r]
                 for j0 in range(0, m, COL_BLOCK):
-                    j1 = min(m, j0 + COL_BLOCK)
-                    qb = qk[j0:j1]
+                    ln = min(m, j0 + COL_BLOCK) - j0
                     for r in range(nr):
-                        _axpy(u[k, t0 + r], Kmat[t0 + r, j0:j1], qb)
+                        _axpy(u[k, t0 + r], Kmat, t0 + r, Qc, k, j0, ln)
     merge_chunks(Q, np.ones(K, dtype=np.bool_), q)
+
+
+@njit(**_PAR)
+def knopp_col_sums_pm(Kmat, u, n_chunks, chunk_rows, Q, q):
+    """Problem-minor twin of ``knopp_col_sums``: u (dim_a, n_hists),
+    q (dim_b, n_hists), Q (n_chunks, dim_b, n_hists); q[j, :] = sum_i K_ij u[i, :]."""
+    n, m = Kmat.shape
+    for ch in prange(n_chunks):
+        i0 = ch * chunk_rows
+        i1 = min(n, i0 + chunk_rows)
+        Qc = Q[ch]
+        Qc[:, :] = 0.0
+        K = u.shape[1]
+        for i in range(i0, i1):
+            for j in range(m):
+                kij = Kmat[i, j]
+                for k in range(K):
+                    Qc[j, k] += kij * u[i, k]
+    merge_chunks(Q, np.ones(m, dtype=np.bool_), q)
+
+
+@njit(**_PAR)
+def knopp_fused_pass_pm(Kmat, a, v, n_chunks, chunk_rows, Q, u, q):
+    """Problem-minor twin of ``knopp_fused_pass`` for many problems sharing K.
+
+    Layouts: a (dim_a, 1 or n_hists), v, q (dim_b, n_hists), u (dim_a, n_hists),
+    Q (n_chunks, dim_b, n_hists).  Each K_ij is loaded once per pass and
+    applied to all problems at once (axpy over the contiguous problem axis), so
+    the inner loops vectorise over problems with no horizontal reductions:
+    (K v)_i for all problems, u_i = a_i / (K v)_i, then Q_j += K_ij u_i.
+    """
+    n, m = Kmat.shape
+    K = v.shape[1]
+    shared_a = a.shape[1] == 1
+    for ch in prange(n_chunks):
+        i0 = ch * chunk_rows
+        i1 = min(n, i0 + chunk_rows)
+        Qc = Q[ch]
+        Qc[:, :] = 0.0
+        s = np.empty(K)
+        for i in range(i0, i1):
+            s[:] = 0.0
+            for j in range(m):
+                kij = Kmat[i, j]
+                for k in range(K):
+                    s[k] += kij * v[j, k]
+            for k in range(K):
+                u[i, k] = (a[i, 0] if shared_a else a[i, k]) / s[k]
+            for j in range(m):
+                kij = Kmat[i, j]
+                for k in range(K):
+                    Qc[j, k] += kij * u[i, k]
+    merge_chunks(Q, np.ones(m, dtype=np.bool_), q)
 
 
 @njit(**_SER)
@@ -271,10 +332,11 @@ def _all_finite(x):
 
 
 @njit(**_SER)
-def knopp_steps(Kmat, a, b, u, v, q, n_chunks, chunk_rows, Q, n_steps):
+def knopp_steps(Kmat, a, b, u, v, q, n_chunks, chunk_rows, Q, n_steps, problem_minor):
     """Run up to ``n_steps`` Sinkhorn-Knopp iterations in place.
 
-    On entry q = K^T u.  Each iteration: v = b / q; u = a / (K v); q = K^T u.
+    Arrays are problem-major (n_hists, dim) or, with ``problem_minor``,
+    (dim, n_hists) (then ``knopp_fused_pass_pm`` is used).  On entry q = K^T u.  Each iteration: v = b / q; u = a / (K v); q = K^T u.
     As POT, an iteration where K^T u has a zero or u, v get a NaN/inf is
     undone (u, v restored) and the run stops.  Returns (steps completed,
     failed flag); on failure the step index of the failing iteration is the
@@ -291,7 +353,10 @@ def knopp_steps(Kmat, a, b, u, v, q, n_chunks, chunk_rows, Q, n_steps):
                 if q[k, j] == 0.0:
                     bad = True
                 v[k, j] = b[k, j] / q[k, j]
-        knopp_fused_pass(Kmat, a, v, n_chunks, chunk_rows, Q, u, q)
+        if problem_minor:
+            knopp_fused_pass_pm(Kmat, a, v, n_chunks, chunk_rows, Q, u, q)
+        else:
+            knopp_fused_pass(Kmat, a, v, n_chunks, chunk_rows, Q, u, q)
         if bad or not _all_finite(u) or not _all_finite(v):
             u[:, :] = uprev
             v[:, :] = vprev
@@ -361,37 +426,37 @@ def log_col_lse(M, c, u, n_chunks, chunk_rows, out):
 
 
 @njit(**_SER)
-def _online_row_lse(row, c, vk, E, shift):
-    """Viehmann's single-pass online logsumexp over one row, blocked.
+def _online_row_lse(M, i, c, V, k, E, r_out, shift):
+    """Viehmann's single-pass online logsumexp over row i, blocked.
 
-    Returns (r, s) with logsumexp_j (c row_j + vk_j) = r + log(s) and leaves
-    E_j = exp(c row_j + vk_j - r).  The running maximum r and the running
-    sum s are kept per block of COL_BLOCK entries: a block's maximum is taken
-    while the block sits in L1, s is rescaled by exp(r_old - r_new) when the
-    maximum grows, and the block's exponentials are added.  ``shift`` is a
-    scratch of one entry per block.
+    Returns (r, s) with logsumexp_j (c M[i, j] + V[k, j]) = r + log(s) and
+    leaves E[r_out, j] = exp(c M[i, j] + V[k, j] - r).  The running maximum r
+    and the running sum s are kept per block of COL_BLOCK entries: a block's
+    maximum is taken while the block sits in L1, s is rescaled by
+    exp(r_old - r_new) when the maximum grows, and the block's exponentials
+    are added.  ``shift`` is a scratch of one entry per block.
     """
-    m = row.shape[0]
+    m = M.shape[1]
     nblk = shift.shape[0]
     r = -np.inf
     s = 0.0
     for bb in range(nblk):
         j0 = bb * COL_BLOCK
-        j1 = min(m, j0 + COL_BLOCK)
-        bm = _max_shifted(row[j0:j1], c, vk[j0:j1])
+        ln = min(m, j0 + COL_BLOCK) - j0
+        bm = _max_shifted(M, i, c, V, k, j0, ln)
         if bm > r:
             if r > -np.inf:
                 s *= fast_exp(r - bm)
             r = bm
         shift[bb] = r
         if r == -np.inf:
-            E[j0:j1] = 0.0
+            E[r_out, j0:j0 + ln] = 0.0
             continue
-        s += _exp_store_sum(row[j0:j1], c, vk[j0:j1], r, E[j0:j1])
+        s += _exp_store_sum(M, i, c, V, k, r, E, r_out, j0, ln)
     for bb in range(nblk):
         if shift[bb] < r and shift[bb] > -np.inf:
             j0 = bb * COL_BLOCK
-            _scale(fast_exp(shift[bb] - r), E[j0:min(m, j0 + COL_BLOCK)])
+            _scale(fast_exp(shift[bb] - r), E, r_out, j0, min(m, j0 + COL_BLOCK) - j0)
     return r, s
 
 
@@ -433,41 +498,108 @@ def log_fused_pass(M, c, loga, v, shift_ok, dv_max, active, n_chunks, chunk_rows
             for k in range(K):
                 if not active[k]:
                     continue
-                vk = v[k]
-                qk = Qc[k]
+                ka = 0 if shared_a else k
                 s[:] = 0.0
                 if shift_ok:
                     for r in range(nr):
-                        rr[r] = loga[0 if shared_a else k, t0 + r] - u[k, t0 + r] + dv_max[k]
+                        rr[r] = loga[ka, t0 + r] - u[k, t0 + r] + dv_max[k]
                     for j0 in range(0, m, COL_BLOCK):
-                        j1 = min(m, j0 + COL_BLOCK)
-                        vb = vk[j0:j1]
+                        ln = min(m, j0 + COL_BLOCK) - j0
                         for r in range(nr):
                             if rr[r] > -np.inf:
-                                s[r] += _exp_store_sum(M[t0 + r, j0:j1], c, vb, rr[r],
-                                                       E[r, j0:j1])
+                                s[r] += _exp_store_sum(M, t0 + r, c, v, k, rr[r], E, r, j0, ln)
                 for r in range(nr):
-                    la = loga[0 if shared_a else k, t0 + r]
+                    la = loga[ka, t0 + r]
                     if la == -np.inf:
                         u[k, t0 + r] = -np.inf
                         alpha[r] = 0.0
                         continue
                     if not s[r] > ROW_SUM_FLOOR:
-                        rr[r], s[r] = _online_row_lse(M[t0 + r], c, vk, E[r], shift)
+                        rr[r], s[r] = _online_row_lse(M, t0 + r, c, v, k, E, r, shift)
                     u[k, t0 + r] = la - rr[r] - math.log(s[r])
                     alpha[r] = math.exp(la) / s[r]
                 for j0 in range(0, m, COL_BLOCK):
-                    j1 = min(m, j0 + COL_BLOCK)
-                    qb = qk[j0:j1]
+                    ln = min(m, j0 + COL_BLOCK) - j0
                     for r in range(nr):
                         if alpha[r] != 0.0:
-                            _axpy(alpha[r], E[r, j0:j1], qb)
+                            _axpy(alpha[r], E, r, Qc, k, j0, ln)
     merge_chunks(Q, active, q)
+
+
+@njit(**_PAR)
+def log_fused_pass_pm(M, c, loga, v, shift_ok, dv_max, active, n_chunks, chunk_rows, Q, u, q):
+    """Problem-minor twin of ``log_fused_pass`` for many problems sharing M.
+
+    Layouts: loga (dim_a, 1 or n_hists), v, q (dim_b, n_hists), u (dim_a, n_hists),
+    Q (n_chunks, dim_b, n_hists).  Same mathematics and the same certified
+    shift; each M_ij is loaded once per pass and the loops over the contiguous
+    problem axis vectorise with no horizontal reductions.  A row where the
+    shift is not available, or where a problem's sum underflows, is redone for
+    all its problems with an exact max-shifted two-pass logsumexp (the running
+    maxima are elementwise over problems).  Inactive problems are computed
+    along (the loops stay branch-free) but neither u nor q is written for them.
+    """
+    n, m = M.shape
+    K = v.shape[1]
+    shared_a = loga.shape[1] == 1
+    for ch in prange(n_chunks):
+        i0 = ch * chunk_rows
+        i1 = min(n, i0 + chunk_rows)
+        E = np.empty((m, K))
+        s = np.empty(K)
+        rr = np.empty(K)
+        alpha = np.empty(K)
+        Qc = Q[ch]
+        Qc[:, :] = 0.0
+        for i in range(i0, i1):
+            exact = not shift_ok
+            for k in range(K):
+                la = loga[i, 0] if shared_a else loga[i, k]
+                # la = -inf (empty bin): shift +inf makes every E_ij = 0
+                rr[k] = la - u[i, k] + dv_max[k] if la > -np.inf else np.inf
+            if not exact:
+                s[:] = 0.0
+                for j in range(m):
+                    cm = c * M[i, j]
+                    for k in range(K):
+                        e = fast_exp_ftz(cm + v[j, k] - rr[k])
+                        E[j, k] = e
+                        s[k] += e
+                for k in range(K):
+                    if active[k] and rr[k] < np.inf and not s[k] > ROW_SUM_FLOOR:
+                        exact = True
+            if exact:
+                rr[:] = -np.inf
+                for j in range(m):
+                    cm = c * M[i, j]
+                    for k in range(K):
+                        rr[k] = max(rr[k], cm + v[j, k])
+                s[:] = 0.0
+                for j in range(m):
+                    cm = c * M[i, j]
+                    for k in range(K):
+                        e = fast_exp_ftz(cm + v[j, k] - rr[k])
+                        E[j, k] = e
+                        s[k] += e
+            for k in range(K):
+                la = loga[i, 0] if shared_a else loga[i, k]
+                if not active[k]:
+                    alpha[k] = 0.0
+                elif la == -np.inf:
+                    u[i, k] = -np.inf
+                    alpha[k] = 0.0
+                else:
+                    u[i, k] = la - rr[k] - math.log(s[k])
+                    alpha[k] = math.exp(la) / s[k]
+            for j in range(m):
+                for k in range(K):
+                    Qc[j, k] += E[j, k] * alpha[k]
+    merge_chunks(Q, np.ones(m, dtype=np.bool_), q)
 
 
 @njit(**_SER)
 def log_steps(M, c, loga, logb, b, u, v, vnext, shift_ok, active, n_chunks,
-              chunk_rows, Q, q, n_steps, tiny):
+              chunk_rows, Q, q, n_steps, tiny, problem_minor):
     """Run ``n_steps`` log-domain Sinkhorn iterations (POT order) in place.
 
     State on entry: (u, v) after the previous iteration and
@@ -476,9 +608,17 @@ def log_steps(M, c, loga, logb, b, u, v, vnext, shift_ok, active, n_chunks,
     u = loga - LSE_j(c M_ij + v_j), q = column sums of the plan (u, v) and
     vnext = log b - log q + v.  Columns where q underflowed (q <= tiny * b)
     are recomputed with ``log_col_lse``.  Inactive problems are untouched.
-    Returns the updated ``shift_ok`` (True once a pass has run).
+    Arrays are problem-major (n_hists, dim), or (dim, n_hists) with
+    ``problem_minor`` (then ``log_fused_pass_pm`` runs).  Returns the updated
+    ``shift_ok`` (True once a pass has run).
     """
-    K, m = v.shape
+    # problem-major views (n_hists, dim) of the bookkeeping arrays
+    V = v.T if problem_minor else v[:, :]
+    VN = vnext.T if problem_minor else vnext[:, :]
+    QQ = q.T if problem_minor else q[:, :]
+    LB = logb.T if problem_minor else logb[:, :]
+    BB = b.T if problem_minor else b[:, :]
+    K, m = V.shape
     dv_max = np.zeros(K)
     for s in range(n_steps):
         for k in range(K):
@@ -486,33 +626,38 @@ def log_steps(M, c, loga, logb, b, u, v, vnext, shift_ok, active, n_chunks,
                 continue
             d = -np.inf
             for j in range(m):
-                if vnext[k, j] > -np.inf:
-                    d = max(d, vnext[k, j] - v[k, j])
-                v[k, j] = vnext[k, j]
+                if VN[k, j] > -np.inf:
+                    d = max(d, VN[k, j] - V[k, j])
+                V[k, j] = VN[k, j]
             dv_max[k] = d
-        log_fused_pass(M, c, loga, v, shift_ok, dv_max, active, n_chunks,
-                       chunk_rows, Q, u, q)
+        if problem_minor:
+            log_fused_pass_pm(M, c, loga, v, shift_ok, dv_max, active, n_chunks,
+                              chunk_rows, Q, u, q)
+        else:
+            log_fused_pass(M, c, loga, v, shift_ok, dv_max, active, n_chunks,
+                           chunk_rows, Q, u, q)
         shift_ok = True
         redo = False
         for k in range(K):
             if not active[k]:
                 continue
             for j in range(m):
-                if logb[k, j] == -np.inf:
-                    vnext[k, j] = -np.inf
-                elif q[k, j] > tiny * b[k, j]:
-                    vnext[k, j] = logb[k, j] - math.log(q[k, j]) + v[k, j]
+                if LB[k, j] == -np.inf:
+                    VN[k, j] = -np.inf
+                elif QQ[k, j] > tiny * BB[k, j]:
+                    VN[k, j] = LB[k, j] - math.log(QQ[k, j]) + V[k, j]
                 else:
                     redo = True
         if redo:
-            lse = np.empty_like(vnext)
-            log_col_lse(M, c, u, n_chunks, chunk_rows, lse)
+            lse = np.empty((K, m))
+            uu = np.ascontiguousarray(u.T) if problem_minor else u
+            log_col_lse(M, c, uu, n_chunks, chunk_rows, lse)
             for k in range(K):
                 if not active[k]:
                     continue
                 for j in range(m):
-                    if logb[k, j] > -np.inf and not q[k, j] > tiny * b[k, j]:
-                        vnext[k, j] = logb[k, j] - lse[k, j]
+                    if LB[k, j] > -np.inf and not QQ[k, j] > tiny * BB[k, j]:
+                        VN[k, j] = LB[k, j] - lse[k, j]
     return shift_ok
 
 
