@@ -26,8 +26,10 @@ JIT_OPTIONS = dict(cache=CACHE, fastmath=FASTMATH, error_model="numpy", nogil=Tr
 #: thread count.
 MAX_ROW_CHUNKS = 32
 
-#: Minimum rows per chunk (small problems use fewer chunks).
-MIN_CHUNK_ROWS = 8
+#: Minimum rows per chunk (small problems use fewer chunks): a chunk's work
+#: (rows x dim_b x n_hists) is then at least 16 times the cost of merging its
+#: accumulators (dim_b x n_hists).
+MIN_CHUNK_ROWS = 16
 
 #: Column block length (elements) of the tiled row passes and of the blocked
 #: online logsumexp: a block of a row is read from memory once, and the blocks

@@ -57,19 +57,19 @@ _MERGE_COLS = 256
 
 @njit(**_PAR)
 def merge_chunks(Q, active, out):
-    """out[k, j] = sum_c Q[c, k, j] for the active problems k, summed in chunk
-    order (deterministic); parallel over blocks of columns."""
+    """out[k, j] = sum_c Q[c, k, j] for the active k, summed in chunk order
+    (deterministic); parallel over (k, block of columns) pairs."""
     n_chunks, K, m = Q.shape
     nb = (m + _MERGE_COLS - 1) // _MERGE_COLS
-    for jb in prange(nb):
-        j0 = jb * _MERGE_COLS
+    for kb in prange(K * nb):
+        k = kb // nb
+        if not active[k]:
+            continue
+        j0 = (kb - k * nb) * _MERGE_COLS
         j1 = min(m, j0 + _MERGE_COLS)
-        for k in range(K):
-            if not active[k]:
-                continue
-            out[k, j0:j1] = Q[0, k, j0:j1]
-            for c in range(1, n_chunks):
-                _axpy(1.0, Q[c], k, out, k, j0, j1 - j0)
+        out[k, j0:j1] = Q[0, k, j0:j1]
+        for c in range(1, n_chunks):
+            _axpy(1.0, Q[c], k, out, k, j0, j1 - j0)
 
 
 # --------------------------------------------------------------------------
@@ -294,9 +294,10 @@ def knopp_fused_pass_pm(Kmat, a, v, n_chunks, chunk_rows, Q, u, q):
 
     Layouts: a (dim_a, 1 or n_hists), v, q (dim_b, n_hists), u (dim_a, n_hists),
     Q (n_chunks, dim_b, n_hists).  Each K_ij is loaded once per pass and
-    applied to all problems at once (axpy over the contiguous problem axis), so
-    the inner loops vectorise over problems with no horizontal reductions:
-    (K v)_i for all problems, u_i = a_i / (K v)_i, then Q_j += K_ij u_i.
+    applied to all problems at once (loops over the contiguous problem axis,
+    no horizontal reductions), four rows at a time so that a row of v and of
+    the accumulators is loaded once per four rows: (K v)_i for all problems,
+    u_i = a_i / (K v)_i, then Q_j += sum_r K_{i_r j} u_{i_r}.
     """
     n, m = Kmat.shape
     K = v.shape[1]
@@ -306,19 +307,38 @@ def knopp_fused_pass_pm(Kmat, a, v, n_chunks, chunk_rows, Q, u, q):
         i1 = min(n, i0 + chunk_rows)
         Qc = Q[ch]
         Qc[:, :] = 0.0
-        s = np.empty(K)
-        for i in range(i0, i1):
-            s[:] = 0.0
+        S = np.empty((4, K))
+        for t0 in range(i0, i1, 4):
+            nr = min(i1, t0 + 4) - t0
+            # a short last group repeats its last row, with weight 0 in Q
+            r1 = t0 + min(1, nr - 1)
+            r2 = t0 + min(2, nr - 1)
+            r3 = t0 + min(3, nr - 1)
+            S[:, :] = 0.0
             for j in range(m):
-                kij = Kmat[i, j]
-                for k in range(K):
-                    s[k] += kij * v[j, k]
-            for k in range(K):
-                u[i, k] = (a[i, 0] if shared_a else a[i, k]) / s[k]
+                k0 = Kmat[t0, j]
+                k1 = Kmat[r1, j]
+                k2 = Kmat[r2, j]
+                k3 = Kmat[r3, j]
+                for kk in range(K):
+                    vj = v[j, kk]
+                    S[0, kk] += k0 * vj
+                    S[1, kk] += k1 * vj
+                    S[2, kk] += k2 * vj
+                    S[3, kk] += k3 * vj
+            for r in range(nr):
+                for kk in range(K):
+                    u[t0 + r, kk] = (a[t0 + r, 0] if shared_a else a[t0 + r, kk]) / S[r, kk]
+            w1 = 1.0 if nr > 1 else 0.0
+            w2 = 1.0 if nr > 2 else 0.0
+            w3 = 1.0 if nr > 3 else 0.0
             for j in range(m):
-                kij = Kmat[i, j]
-                for k in range(K):
-                    Qc[j, k] += kij * u[i, k]
+                k0 = Kmat[t0, j]
+                k1 = Kmat[r1, j] * w1
+                k2 = Kmat[r2, j] * w2
+                k3 = Kmat[r3, j] * w3
+                for kk in range(K):
+                    Qc[j, kk] += k0 * u[t0, kk] + k1 * u[r1, kk] + k2 * u[r2, kk] + k3 * u[r3, kk]
     merge_chunks(Q, np.ones(m, dtype=np.bool_), q)
 
 
