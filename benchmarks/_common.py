@@ -255,41 +255,11 @@ def _kernels():
     """Compile (lazily) the Numba reference kernels used for the floors."""
     if not _KERNELS:
         import numba
-        from llvmlite import ir
-        from numba import prange, types
-        from numba.extending import intrinsic
+        from numba import prange
 
-        @intrinsic
-        def _bits_to_f64(typingctx, bits):
-            sig = types.float64(types.int64)
-
-            def codegen(context, builder, signature, args):
-                return builder.bitcast(args[0], ir.DoubleType())
-
-            return sig, codegen
-
-        @numba.njit(inline="always", fastmath=True)
-        def vexp(x):
-            # Vectorisable exp for x in [-708, 0] (enough for exp(-M/reg)):
-            # x = k ln2 + r, degree-11 Taylor polynomial for e^r, 2^k built
-            # in the exponent bits.  Numba's np.exp is a scalar libm call
-            # (no SVML here), which LLVM cannot vectorise.
-            xc = max(x, -708.0)
-            kf = np.floor(xc * 1.4426950408889634 + 0.5)
-            r = (xc - kf * 6.93147180369123816490e-01) - kf * 1.90821492927058770002e-10
-            p = 1.0 / 39916800.0
-            p = p * r + 1.0 / 3628800.0
-            p = p * r + 1.0 / 362880.0
-            p = p * r + 1.0 / 40320.0
-            p = p * r + 1.0 / 5040.0
-            p = p * r + 1.0 / 720.0
-            p = p * r + 1.0 / 120.0
-            p = p * r + 1.0 / 24.0
-            p = p * r + 1.0 / 6.0
-            p = p * r + 0.5
-            p = p * r + 1.0
-            p = p * r + 1.0
-            return p * _bits_to_f64(np.int64(kf + 1023.0) << 52)
+        # the same vectorised exp as numbaot's log-domain kernels, so that the
+        # exp floor measures exactly the arithmetic those kernels perform
+        from numbaot.cpu._math import fast_exp_ftz as vexp
 
         @numba.njit(parallel=True, fastmath=True)
         def psum(x):
@@ -321,14 +291,10 @@ def _kernels():
 
 
 def _with_threads(n, fn):
-    import numba
+    from numbaot._dispatch import num_threads
 
-    old = numba.get_num_threads()
-    numba.set_num_threads(n)
-    try:
+    with num_threads(n):
         return fn()
-    finally:
-        numba.set_num_threads(old)
 
 
 def measure_bandwidth(gib=1.0, repeats=5):

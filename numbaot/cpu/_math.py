@@ -36,13 +36,12 @@ _FTZ_LO = -708.0
 
 
 @njit(inline="always", fastmath=FASTMATH, cache=True)
-def fast_exp(x):
-    """exp(x) for float64 x; vectorisable; subnormal results as np.exp, 0
-    below about -745.13, inf above about 709.78, NaN propagates."""
-    xc = min(max(x, _EXP_LO), _EXP_HI)
+def _exp_reduced(xc):
+    """(p, k) with exp(xc) = p * 2^k: Cody-Waite reduction xc = k ln2 + r,
+    |r| <= ln2/2, and the Horner form of sum_{i<=11} r^i / i! (truncation
+    < 7e-15 relative)."""
     kf = np.floor(xc * _LOG2E + 0.5)
     r = (xc - kf * _LN2_HI) - kf * _LN2_LO
-    # Horner form of sum_{p<=11} r^p / p!  (|r| <= 0.347: truncation < 7e-15)
     p = 1.0 / 39916800.0
     p = p * r + 1.0 / 3628800.0
     p = p * r + 1.0 / 362880.0
@@ -55,6 +54,14 @@ def fast_exp(x):
     p = p * r + 0.5
     p = p * r + 1.0
     p = p * r + 1.0
+    return p, kf
+
+
+@njit(inline="always", fastmath=FASTMATH, cache=True)
+def fast_exp(x):
+    """exp(x) for float64 x; vectorisable; subnormal results as np.exp, 0
+    below about -745.13, inf above about 709.78, NaN propagates."""
+    p, kf = _exp_reduced(min(max(x, _EXP_LO), _EXP_HI))
     # 2^k = 2^k1 * 2^k2 with both factors normal, so that subnormal results
     # (k < -1022) and the overflow to inf come out of the multiplications.
     k1 = np.floor(kf * 0.5)
@@ -72,20 +79,6 @@ def fast_exp_ftz(x):
     """exp(x) flushed to 0 below -708 (no subnormal results, no NaN test):
     ~25% cheaper than ``fast_exp``.  For the log-domain reductions, whose
     terms are only ever compared with a sum >= 1e-200."""
-    xc = max(x, _FTZ_LO)
-    kf = np.floor(xc * _LOG2E + 0.5)
-    r = (xc - kf * _LN2_HI) - kf * _LN2_LO
-    p = 1.0 / 39916800.0
-    p = p * r + 1.0 / 3628800.0
-    p = p * r + 1.0 / 362880.0
-    p = p * r + 1.0 / 40320.0
-    p = p * r + 1.0 / 5040.0
-    p = p * r + 1.0 / 720.0
-    p = p * r + 1.0 / 120.0
-    p = p * r + 1.0 / 24.0
-    p = p * r + 1.0 / 6.0
-    p = p * r + 0.5
-    p = p * r + 1.0
-    p = p * r + 1.0
+    p, kf = _exp_reduced(max(x, _FTZ_LO))
     res = p * _bits_to_float64(np.int64(kf + 1023.0) << 52)
     return res if x >= _FTZ_LO else 0.0

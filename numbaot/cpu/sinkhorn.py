@@ -98,6 +98,16 @@ def scaled_plan(Kmat, u, v, out):
             out[i, j] = ui * Kmat[i, j] * v[j]
 
 
+@njit(**_SER)
+def _sum_chunk_parts(part, out):
+    """out[k] = sum_c part[c, k], in chunk order (deterministic)."""
+    for k in range(part.shape[1]):
+        acc = 0.0
+        for ch in range(part.shape[0]):
+            acc += part[ch, k]
+        out[k] = acc
+
+
 @njit(**_PAR)
 def scaled_loss(Kmat, M, u, v, n_chunks, chunk_rows, out):
     """out[k] = sum_ij M[i, j] * u[k, i] * K[i, j] * v[k, j] for each problem k."""
@@ -113,11 +123,7 @@ def scaled_loss(Kmat, M, u, v, n_chunks, chunk_rows, out):
                 for j in range(m):
                     s += M[i, j] * Kmat[i, j] * v[k, j]
                 part[ch, k] += s * u[k, i]
-    for k in range(K):
-        acc = 0.0
-        for ch in range(n_chunks):
-            acc += part[ch, k]
-        out[k] = acc
+    _sum_chunk_parts(part, out)
 
 
 @njit(**_PAR)
@@ -139,11 +145,7 @@ def gibbs_loss(M, c, f, g, n_chunks, chunk_rows, out):
                     x = M[i, j]
                     s += x * fast_exp(c * x + fi + g[k, j])
                 part[ch, k] += s
-    for k in range(K):
-        acc = 0.0
-        for ch in range(n_chunks):
-            acc += part[ch, k]
-        out[k] = acc
+    _sum_chunk_parts(part, out)
 
 
 # --------------------------------------------------------------------------
