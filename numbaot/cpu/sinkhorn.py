@@ -176,6 +176,42 @@ def _axpy(alpha, A, i, Y, k, j0, ln):
 
 
 @njit(**_SER)
+def _dot4(A, i, Y, k, j0, ln, out, o):
+    """out[o + r] += sum_t A[i + r, j0+t] * Y[k, j0+t] for r < 4: four rows
+    share each load of Y (register blocking)."""
+    a0 = 0.0
+    a1 = 0.0
+    a2 = 0.0
+    a3 = 0.0
+    base = np.uint64(j0)
+    for t in range(ln):
+        j = base + np.uint64(t)
+        y = Y[k, j]
+        a0 += A[i, j] * y
+        a1 += A[i + 1, j] * y
+        a2 += A[i + 2, j] * y
+        a3 += A[i + 3, j] * y
+    out[o] += a0
+    out[o + 1] += a1
+    out[o + 2] += a2
+    out[o + 3] += a3
+
+
+@njit(**_SER)
+def _axpy4(w, o, A, i, Y, k, j0, ln):
+    """Y[k, j0+t] += sum_{r<4} w[o + r] * A[i + r, j0+t]: one load and one
+    store of Y for four rows."""
+    base = np.uint64(j0)
+    w0 = w[o]
+    w1 = w[o + 1]
+    w2 = w[o + 2]
+    w3 = w[o + 3]
+    for t in range(ln):
+        j = base + np.uint64(t)
+        Y[k, j] += A[i, j] * w0 + A[i + 1, j] * w1 + A[i + 2, j] * w2 + A[i + 3, j] * w3
+
+
+@njit(**_SER)
 def _exp_store_sum(M, i, c, V, k, sh, E, r, j0, ln):
     """E[r, j] = exp(c M[i, j] + V[k, j] - sh) for j in [j0, j0+ln); returns their sum."""
     acc = 0.0
@@ -241,7 +277,9 @@ def knopp_fused_pass(Kmat, a, v, n_chunks, chunk_rows, Q, u, q):
     Rows are processed in tiles of a few rows and columns in blocks of
     COL_BLOCK, so that the block of v (first pass) and of the column
     accumulators (second pass) stays in L1 while a tile's rows stream through;
-    the second pass re-reads the tile from L2, never from memory.
+    the second pass re-reads the tile from L2, never from memory.  Both passes
+    work on four rows at a time, so each load of v and each load/store of an
+    accumulator serves four rows.
     """
     n, m = Kmat.shape
     K = v.shape[0]
@@ -253,21 +291,28 @@ def knopp_fused_pass(Kmat, a, v, n_chunks, chunk_rows, Q, u, q):
         Qc = Q[ch]
         Qc[:, :] = 0.0
         s = np.empty(R)
+        w = np.empty(R)
         for t0 in range(i0, i1, R):
             nr = min(i1, t0 + R) - t0
+            n4 = nr // 4 * 4
             for k in range(K):
                 s[:] = 0.0
                 for j0 in range(0, m, COL_BLOCK):
                     ln = min(m, j0 + COL_BLOCK) - j0
-                    for r in range(nr):
+                    for r in range(0, n4, 4):
+                        _dot4(Kmat, t0 + r, v, k, j0, ln, s, r)
+                    for r in range(n4, nr):
                         s[r] += _dot(Kmat, t0 + r, v, k, j0, ln)
                 for r in range(nr):
                     aki = a[0, t0 + r] if shared_a else a[k, t0 + r]
-                    u[k, t0 + r] = aki / s[r]
+                    w[r] = aki / s[r]
+                    u[k, t0 + r] = w[r]
                 for j0 in range(0, m, COL_BLOCK):
                     ln = min(m, j0 + COL_BLOCK) - j0
-                    for r in range(nr):
-                        _axpy(u[k, t0 + r], Kmat, t0 + r, Qc, k, j0, ln)
+                    for r in range(0, n4, 4):
+                        _axpy4(w, r, Kmat, t0 + r, Qc, k, j0, ln)
+                    for r in range(n4, nr):
+                        _axpy(w[r], Kmat, t0 + r, Qc, k, j0, ln)
     merge_chunks(Q, np.ones(K, dtype=np.bool_), q)
 
 
@@ -540,11 +585,17 @@ def log_fused_pass(M, c, loga, v, shift_ok, dv_max, active, n_chunks, chunk_rows
                         rr[r], s[r] = _online_row_lse(M, t0 + r, c, v, k, E, r, shift)
                     u[k, t0 + r] = la - rr[r] - math.log(s[r])
                     alpha[r] = math.exp(la) / s[r]
+                # rows of empty bins (alpha = 0) hold stale exponentials: zero them
+                for r in range(nr):
+                    if alpha[r] == 0.0:
+                        E[r, :] = 0.0
+                n4 = nr // 4 * 4
                 for j0 in range(0, m, COL_BLOCK):
                     ln = min(m, j0 + COL_BLOCK) - j0
-                    for r in range(nr):
-                        if alpha[r] != 0.0:
-                            _axpy(alpha[r], E, r, Qc, k, j0, ln)
+                    for r in range(0, n4, 4):
+                        _axpy4(alpha, r, E, r, Qc, k, j0, ln)
+                    for r in range(n4, nr):
+                        _axpy(alpha[r], E, r, Qc, k, j0, ln)
     merge_chunks(Q, active, q)
 
 
