@@ -36,6 +36,11 @@ MIN_CHUNK_ROWS = 16
 #: of v and of the column accumulators it meets stay in L1.
 COL_BLOCK = 512
 
+#: Column block of the exponential pass of the log-domain kernel: long runs
+#: of one row stream better from memory, and that pass is bound by the
+#: exponentials, not by reloading v (measured 8-13 % faster than COL_BLOCK).
+EXP_BLOCK = 4096
+
 #: Rows per tile in the fused row passes: the tile's rows are re-read from L2
 #: (never from memory) by the column-accumulation pass.
 ROW_TILE = 8

@@ -41,6 +41,7 @@ from numba import njit, prange
 from .._config import (
     COL_BLOCK,
     COL_TILE_ROWS,
+    EXP_BLOCK,
     JIT_OPTIONS,
     ROW_SUM_FLOOR,
     ROW_TILE,
@@ -570,8 +571,8 @@ def log_fused_pass(M, c, loga, v, shift_ok, dv_max, active, n_chunks, chunk_rows
                 if shift_ok:
                     for r in range(nr):
                         rr[r] = loga[ka, t0 + r] - u[k, t0 + r] + dv_max[k]
-                    for j0 in range(0, m, COL_BLOCK):
-                        ln = min(m, j0 + COL_BLOCK) - j0
+                    for j0 in range(0, m, EXP_BLOCK):
+                        ln = min(m, j0 + EXP_BLOCK) - j0
                         for r in range(nr):
                             if rr[r] > -np.inf:
                                 s[r] += _exp_store_sum(M, t0 + r, c, v, k, rr[r], E, r, j0, ln)
