@@ -213,6 +213,89 @@ def _axpy4(w, o, A, i, Y, k, j0, ln):
 
 
 @njit(**_SER)
+def _dot8(A, i, Y, k, j0, ln, out, o):
+    """``_dot4`` for eight rows (eight accumulators, one load of Y)."""
+    a0 = 0.0
+    a1 = 0.0
+    a2 = 0.0
+    a3 = 0.0
+    a4 = 0.0
+    a5 = 0.0
+    a6 = 0.0
+    a7 = 0.0
+    base = np.uint64(j0)
+    for t in range(ln):
+        j = base + np.uint64(t)
+        y = Y[k, j]
+        a0 += A[i, j] * y
+        a1 += A[i + 1, j] * y
+        a2 += A[i + 2, j] * y
+        a3 += A[i + 3, j] * y
+        a4 += A[i + 4, j] * y
+        a5 += A[i + 5, j] * y
+        a6 += A[i + 6, j] * y
+        a7 += A[i + 7, j] * y
+    out[o] += a0
+    out[o + 1] += a1
+    out[o + 2] += a2
+    out[o + 3] += a3
+    out[o + 4] += a4
+    out[o + 5] += a5
+    out[o + 6] += a6
+    out[o + 7] += a7
+
+
+@njit(**_SER)
+def _axpy8(w, o, A, i, Y, k, j0, ln):
+    """``_axpy4`` for eight rows."""
+    base = np.uint64(j0)
+    w0 = w[o]
+    w1 = w[o + 1]
+    w2 = w[o + 2]
+    w3 = w[o + 3]
+    w4 = w[o + 4]
+    w5 = w[o + 5]
+    w6 = w[o + 6]
+    w7 = w[o + 7]
+    for t in range(ln):
+        j = base + np.uint64(t)
+        Y[k, j] += ((A[i, j] * w0 + A[i + 1, j] * w1 + A[i + 2, j] * w2 + A[i + 3, j] * w3)
+                    + (A[i + 4, j] * w4 + A[i + 5, j] * w5 + A[i + 6, j] * w6
+                       + A[i + 7, j] * w7))
+
+
+@njit(**_SER)
+def _dot_rows(A, i, nr, Y, k, j0, ln, out):
+    """out[r] += sum_t A[i + r, j0+t] * Y[k, j0+t] for r < nr, rows in
+    register-blocked groups of 8, then 4, then one."""
+    r = 0
+    while r + 8 <= nr:
+        _dot8(A, i + r, Y, k, j0, ln, out, r)
+        r += 8
+    while r + 4 <= nr:
+        _dot4(A, i + r, Y, k, j0, ln, out, r)
+        r += 4
+    while r < nr:
+        out[r] += _dot(A, i + r, Y, k, j0, ln)
+        r += 1
+
+
+@njit(**_SER)
+def _axpy_rows(w, A, i, nr, Y, k, j0, ln):
+    """Y[k, j0+t] += sum_{r<nr} w[r] * A[i + r, j0+t], rows in groups of 8, 4, 1."""
+    r = 0
+    while r + 8 <= nr:
+        _axpy8(w, r, A, i + r, Y, k, j0, ln)
+        r += 8
+    while r + 4 <= nr:
+        _axpy4(w, r, A, i + r, Y, k, j0, ln)
+        r += 4
+    while r < nr:
+        _axpy(w[r], A, i + r, Y, k, j0, ln)
+        r += 1
+
+
+@njit(**_SER)
 def _exp_store_sum(M, i, c, V, k, sh, E, r, j0, ln):
     """E[r, j] = exp(c M[i, j] + V[k, j] - sh) for j in [j0, j0+ln); returns their sum."""
     acc = 0.0
@@ -279,8 +362,8 @@ def knopp_fused_pass(Kmat, a, v, n_chunks, chunk_rows, Q, u, q):
     COL_BLOCK, so that the block of v (first pass) and of the column
     accumulators (second pass) stays in L1 while a tile's rows stream through;
     the second pass re-reads the tile from L2, never from memory.  Both passes
-    work on four rows at a time, so each load of v and each load/store of an
-    accumulator serves four rows.
+    work on groups of eight (then four) rows, so each load of v and each
+    load/store of an accumulator serves the whole group.
     """
     n, m = Kmat.shape
     K = v.shape[0]
@@ -295,25 +378,16 @@ def knopp_fused_pass(Kmat, a, v, n_chunks, chunk_rows, Q, u, q):
         w = np.empty(R)
         for t0 in range(i0, i1, R):
             nr = min(i1, t0 + R) - t0
-            n4 = nr // 4 * 4
             for k in range(K):
                 s[:] = 0.0
                 for j0 in range(0, m, COL_BLOCK):
-                    ln = min(m, j0 + COL_BLOCK) - j0
-                    for r in range(0, n4, 4):
-                        _dot4(Kmat, t0 + r, v, k, j0, ln, s, r)
-                    for r in range(n4, nr):
-                        s[r] += _dot(Kmat, t0 + r, v, k, j0, ln)
+                    _dot_rows(Kmat, t0, nr, v, k, j0, min(m, j0 + COL_BLOCK) - j0, s)
                 for r in range(nr):
                     aki = a[0, t0 + r] if shared_a else a[k, t0 + r]
                     w[r] = aki / s[r]
                     u[k, t0 + r] = w[r]
                 for j0 in range(0, m, COL_BLOCK):
-                    ln = min(m, j0 + COL_BLOCK) - j0
-                    for r in range(0, n4, 4):
-                        _axpy4(w, r, Kmat, t0 + r, Qc, k, j0, ln)
-                    for r in range(n4, nr):
-                        _axpy(w[r], Kmat, t0 + r, Qc, k, j0, ln)
+                    _axpy_rows(w, Kmat, t0, nr, Qc, k, j0, min(m, j0 + COL_BLOCK) - j0)
     merge_chunks(Q, np.ones(K, dtype=np.bool_), q)
 
 
@@ -590,13 +664,8 @@ def log_fused_pass(M, c, loga, v, shift_ok, dv_max, active, n_chunks, chunk_rows
                 for r in range(nr):
                     if alpha[r] == 0.0:
                         E[r, :] = 0.0
-                n4 = nr // 4 * 4
                 for j0 in range(0, m, COL_BLOCK):
-                    ln = min(m, j0 + COL_BLOCK) - j0
-                    for r in range(0, n4, 4):
-                        _axpy4(alpha, r, E, r, Qc, k, j0, ln)
-                    for r in range(n4, nr):
-                        _axpy(alpha[r], E, r, Qc, k, j0, ln)
+                    _axpy_rows(alpha, E, 0, nr, Qc, k, j0, min(m, j0 + COL_BLOCK) - j0)
     merge_chunks(Q, active, q)
 
 
