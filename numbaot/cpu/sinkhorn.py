@@ -24,14 +24,21 @@ error for free).
 
 Log domain (Viehmann, arXiv:1907.01729, sec. 4; Peyre & Cuturi 2019, sec. 4.4):
 with c = -1/reg, v <- log b - LSE_i(c M_ij + u_i), u <- log a - LSE_j(c M_ij + v_j).
-``log_fused_pass`` computes the row logsumexp with a blocked single-pass online
-logsumexp (running max, rescaled running sum), keeps the row's exponentials
-E_ij = exp(c M_ij + v_j - r_i) in a per-thread buffer, and adds
-P_ij = E_ij * a_i / s_i (the new plan entry, never above a_i, so it cannot
-overflow) into the column accumulators: their sums q_j give both the marginal
-error and the next v_j = log b_j - log q_j + v_j, with one exponential per
-matrix entry and one read of M per iteration.  Columns whose sum underflows are
-recomputed by the tiled, max-shifted ``log_col_lse`` pass.
+``log_fused_pass`` reads M once per iteration and computes one exponential per
+entry.  The row logsumexp is shifted by a certified upper bound taken from the
+previous iterate (r_i = log a_i - u_old_i + max_j (v_j - v_old_j)), so no max
+pass is needed and nothing can overflow; rows whose scaled sum underflows, and
+the first iteration, use Viehmann's blocked online logsumexp (running max,
+rescaled running sum, ``_online_row_lse``).  The row's exponentials E_ij are
+kept in a per-thread buffer and reused: P_ij = E_ij * a_i / s_i (the new plan
+entry, never above a_i) is added into the chunk's column accumulators, whose
+sums q_j give both the marginal error and the next v_j = log b_j - log q_j + v_j.
+Columns whose sum underflows are recomputed by the tiled, max-shifted
+``log_col_lse`` pass.
+
+Batches: with many problems sharing M (``*_pm`` kernels) the vectors are
+stored problem-minor, (dim, n_hists), and the inner loops run over the
+contiguous problem axis.
 """
 import math
 
