@@ -368,3 +368,18 @@ def test_names_argument_helper(message, name, expected):
     """The helper the checks above rely on (in particular for 'a', which is
     also an English article)."""
     assert names_argument(message, name) is expected
+
+
+class _FakeDeviceArray:
+    """Stands in for a numba/CuPy device array: exposes __cuda_array_interface__."""
+
+    __cuda_array_interface__ = {"shape": (3, 3), "typestr": "<f8", "data": (0, False), "version": 3}
+
+
+@pytest.mark.parametrize("where", ["a", "b", "M"])
+def test_gpu_arrays_are_refused_with_a_clear_error(where):
+    a, b, M = make_problem(3, 3, seed=1)
+    args = {"a": a, "b": b, "M": M}
+    args[where] = _FakeDeviceArray()
+    with pytest.raises(TypeError, match=rf"^{where} is a GPU array"):
+        numbaot.sinkhorn(args["a"], args["b"], args["M"], 0.1)
