@@ -142,13 +142,12 @@ def _knopp_core(P, reg, numItermax, stopThr, verbose, log, warn, warmstart):
         Q = np.empty((n_chunks, K, dim_b))
         q = np.empty((K, dim_b))
         _k.knopp_col_sums(Kmat, u, n_chunks, chunk_rows, Q, q)
+    steps = _k.knopp_steps_pm if pm else _k.knopp_steps
     errs = []
     ii = 0
     completed = True
     for start, stop in _blocks(numItermax, 10):
-        done, failed = _k.knopp_steps(
-            Kmat, a_w, b_w, u, v, q, n_chunks, chunk_rows, Q, stop - start, pm
-        )
+        done, failed = steps(Kmat, a_w, b_w, u, v, q, n_chunks, chunk_rows, Q, stop - start)
         if failed:
             ii = start + done
             warnings.warn("Warning: numerical errors at iteration %d" % ii)
@@ -327,11 +326,11 @@ def _log_core(P, reg, numItermax, stopThr, warmstart):
         u_w, v_w, vnext_w, q_w = u, v, vnext, q
         loga_w, logb_w, b_w = loga, logb, P.b
         Q = np.empty((n_chunks, K, dim_b))
+    steps = _k.log_steps_pm if pm else _k.log_steps
     shift_ok = False
     for start, stop in _blocks(numItermax, 10):
-        shift_ok = _k.log_steps(P.M, c, loga_w, logb_w, b_w, u_w, v_w, vnext_w, shift_ok,
-                                active, n_chunks, chunk_rows, Q, q_w, stop - start,
-                                UNDERFLOW_RTOL, pm)
+        shift_ok = steps(P.M, c, loga_w, logb_w, b_w, u_w, v_w, vnext_w, shift_ok,
+                         active, n_chunks, chunk_rows, Q, q_w, stop - start, UNDERFLOW_RTOL)
         q = q_w.T if pm else q_w
         ii = stop - 1
         for k in np.flatnonzero(active):

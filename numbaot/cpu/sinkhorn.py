@@ -481,34 +481,59 @@ def _all_finite(x):
 
 
 @njit(**_SER)
-def knopp_steps(Kmat, a, b, u, v, q, n_chunks, chunk_rows, Q, n_steps, problem_minor):
+def _knopp_step_begin(b, q, u, v, uprev, vprev):
+    """Save (u, v) and set v = b / q; True when q (= K^T u) has a zero."""
+    uprev[:, :] = u
+    vprev[:, :] = v
+    bad = False
+    for k in range(q.shape[0]):
+        for j in range(q.shape[1]):
+            if q[k, j] == 0.0:
+                bad = True
+            v[k, j] = b[k, j] / q[k, j]
+    return bad
+
+
+@njit(**_SER)
+def _knopp_step_failed(u, v, uprev, vprev, bad):
+    """POT's check: a zero in K^T u or a NaN/inf in u, v undoes the step."""
+    if bad or not _all_finite(u) or not _all_finite(v):
+        u[:, :] = uprev
+        v[:, :] = vprev
+        return True
+    return False
+
+
+@njit(**_SER)
+def knopp_steps(Kmat, a, b, u, v, q, n_chunks, chunk_rows, Q, n_steps):
     """Run up to ``n_steps`` Sinkhorn-Knopp iterations in place.
 
-    Arrays are problem-major (n_hists, dim) or, with ``problem_minor``,
-    (dim, n_hists) (then ``knopp_fused_pass_pm`` is used).  On entry q = K^T u.  Each iteration: v = b / q; u = a / (K v); q = K^T u.
-    As POT, an iteration where K^T u has a zero or u, v get a NaN/inf is
-    undone (u, v restored) and the run stops.  Returns (steps completed,
-    failed flag); on failure the step index of the failing iteration is the
-    first return value.
+    Arrays are problem-major (n_hists, dim).  On entry q = K^T u.  Each
+    iteration: v = b / q; u = a / (K v); q = K^T u.  As POT, an iteration
+    where K^T u has a zero or u, v get a NaN/inf is undone (u, v restored) and
+    the run stops.  Returns (steps completed, failed flag); on failure the
+    first value is the index of the failing step.
     """
     uprev = np.empty_like(u)
     vprev = np.empty_like(v)
     for s in range(n_steps):
-        uprev[:, :] = u
-        vprev[:, :] = v
-        bad = False
-        for k in range(q.shape[0]):
-            for j in range(q.shape[1]):
-                if q[k, j] == 0.0:
-                    bad = True
-                v[k, j] = b[k, j] / q[k, j]
-        if problem_minor:
-            knopp_fused_pass_pm(Kmat, a, v, n_chunks, chunk_rows, Q, u, q)
-        else:
-            knopp_fused_pass(Kmat, a, v, n_chunks, chunk_rows, Q, u, q)
-        if bad or not _all_finite(u) or not _all_finite(v):
-            u[:, :] = uprev
-            v[:, :] = vprev
+        bad = _knopp_step_begin(b, q, u, v, uprev, vprev)
+        knopp_fused_pass(Kmat, a, v, n_chunks, chunk_rows, Q, u, q)
+        if _knopp_step_failed(u, v, uprev, vprev, bad):
+            return s, True
+    return n_steps, False
+
+
+@njit(**_SER)
+def knopp_steps_pm(Kmat, a, b, u, v, q, n_chunks, chunk_rows, Q, n_steps):
+    """``knopp_steps`` for the problem-minor layout (dim, n_hists); a separate
+    entry point so that a single problem never compiles the batch kernel."""
+    uprev = np.empty_like(u)
+    vprev = np.empty_like(v)
+    for s in range(n_steps):
+        bad = _knopp_step_begin(b, q, u, v, uprev, vprev)
+        knopp_fused_pass_pm(Kmat, a, v, n_chunks, chunk_rows, Q, u, q)
+        if _knopp_step_failed(u, v, uprev, vprev, bad):
             return s, True
     return n_steps, False
 
@@ -748,8 +773,57 @@ def log_fused_pass_pm(M, c, loga, v, shift_ok, dv_max, active, n_chunks, chunk_r
 
 
 @njit(**_SER)
+def _log_step_begin(V, VN, active, dv_max):
+    """v = vnext for the active problems; dv_max[k] = max_j (vnext - v)."""
+    K, m = V.shape
+    for k in range(K):
+        if not active[k]:
+            continue
+        d = -np.inf
+        for j in range(m):
+            if VN[k, j] > -np.inf:
+                d = max(d, VN[k, j] - V[k, j])
+            V[k, j] = VN[k, j]
+        dv_max[k] = d
+
+
+@njit(**_SER)
+def _log_step_end(LB, BB, QQ, V, VN, active, tiny):
+    """vnext = log b - log q + v for the active problems; returns True when a
+    column sum underflowed (q <= tiny * b), left for ``_log_redo_columns``."""
+    K, m = V.shape
+    redo = False
+    for k in range(K):
+        if not active[k]:
+            continue
+        for j in range(m):
+            if LB[k, j] == -np.inf:
+                VN[k, j] = -np.inf
+            elif QQ[k, j] > tiny * BB[k, j]:
+                VN[k, j] = LB[k, j] - math.log(QQ[k, j]) + V[k, j]
+            else:
+                redo = True
+    return redo
+
+
+@njit(**_SER)
+def _log_redo_columns(M, c, U, LB, BB, QQ, VN, active, n_chunks, chunk_rows, tiny):
+    """vnext = log b - LSE_i(c M_ij + u_i) by the safe tiled pass, for the
+    underflowed columns.  U is problem-major (n_hists, dim_a), C order."""
+    K, m = VN.shape
+    lse = np.empty((K, m))
+    log_col_lse(M, c, U, n_chunks, chunk_rows, lse)
+    for k in range(K):
+        if not active[k]:
+            continue
+        for j in range(m):
+            if LB[k, j] > -np.inf and not QQ[k, j] > tiny * BB[k, j]:
+                VN[k, j] = LB[k, j] - lse[k, j]
+
+
+@njit(**_SER)
 def log_steps(M, c, loga, logb, b, u, v, vnext, shift_ok, active, n_chunks,
-              chunk_rows, Q, q, n_steps, tiny, problem_minor):
+              chunk_rows, Q, q, n_steps, tiny):
     """Run ``n_steps`` log-domain Sinkhorn iterations (POT order) in place.
 
     State on entry: (u, v) after the previous iteration and
@@ -758,56 +832,34 @@ def log_steps(M, c, loga, logb, b, u, v, vnext, shift_ok, active, n_chunks,
     u = loga - LSE_j(c M_ij + v_j), q = column sums of the plan (u, v) and
     vnext = log b - log q + v.  Columns where q underflowed (q <= tiny * b)
     are recomputed with ``log_col_lse``.  Inactive problems are untouched.
-    Arrays are problem-major (n_hists, dim), or (dim, n_hists) with
-    ``problem_minor`` (then ``log_fused_pass_pm`` runs).  Returns the updated
-    ``shift_ok`` (True once a pass has run).
+    Arrays are problem-major (n_hists, dim).  Returns the updated ``shift_ok``.
     """
-    # problem-major views (n_hists, dim) of the bookkeeping arrays
-    V = v.T if problem_minor else v[:, :]
-    VN = vnext.T if problem_minor else vnext[:, :]
-    QQ = q.T if problem_minor else q[:, :]
-    LB = logb.T if problem_minor else logb[:, :]
-    BB = b.T if problem_minor else b[:, :]
-    K, m = V.shape
-    dv_max = np.zeros(K)
+    dv_max = np.zeros(v.shape[0])
     for s in range(n_steps):
-        for k in range(K):
-            if not active[k]:
-                continue
-            d = -np.inf
-            for j in range(m):
-                if VN[k, j] > -np.inf:
-                    d = max(d, VN[k, j] - V[k, j])
-                V[k, j] = VN[k, j]
-            dv_max[k] = d
-        if problem_minor:
-            log_fused_pass_pm(M, c, loga, v, shift_ok, dv_max, active, n_chunks,
-                              chunk_rows, Q, u, q)
-        else:
-            log_fused_pass(M, c, loga, v, shift_ok, dv_max, active, n_chunks,
-                           chunk_rows, Q, u, q)
+        _log_step_begin(v, vnext, active, dv_max)
+        log_fused_pass(M, c, loga, v, shift_ok, dv_max, active, n_chunks,
+                       chunk_rows, Q, u, q)
         shift_ok = True
-        redo = False
-        for k in range(K):
-            if not active[k]:
-                continue
-            for j in range(m):
-                if LB[k, j] == -np.inf:
-                    VN[k, j] = -np.inf
-                elif QQ[k, j] > tiny * BB[k, j]:
-                    VN[k, j] = LB[k, j] - math.log(QQ[k, j]) + V[k, j]
-                else:
-                    redo = True
-        if redo:
-            lse = np.empty((K, m))
-            uu = np.ascontiguousarray(u.T) if problem_minor else u
-            log_col_lse(M, c, uu, n_chunks, chunk_rows, lse)
-            for k in range(K):
-                if not active[k]:
-                    continue
-                for j in range(m):
-                    if LB[k, j] > -np.inf and not QQ[k, j] > tiny * BB[k, j]:
-                        VN[k, j] = LB[k, j] - lse[k, j]
+        if _log_step_end(logb, b, q, v, vnext, active, tiny):
+            _log_redo_columns(M, c, u, logb, b, q, vnext, active, n_chunks,
+                              chunk_rows, tiny)
+    return shift_ok
+
+
+@njit(**_SER)
+def log_steps_pm(M, c, loga, logb, b, u, v, vnext, shift_ok, active, n_chunks,
+                 chunk_rows, Q, q, n_steps, tiny):
+    """``log_steps`` for the problem-minor layout (dim, n_hists); a separate
+    entry point so that a single problem never compiles the batch kernel."""
+    dv_max = np.zeros(v.shape[1])
+    for s in range(n_steps):
+        _log_step_begin(v.T, vnext.T, active, dv_max)
+        log_fused_pass_pm(M, c, loga, v, shift_ok, dv_max, active, n_chunks,
+                          chunk_rows, Q, u, q)
+        shift_ok = True
+        if _log_step_end(logb.T, b.T, q.T, v.T, vnext.T, active, tiny):
+            _log_redo_columns(M, c, np.ascontiguousarray(u.T), logb.T, b.T, q.T,
+                              vnext.T, active, n_chunks, chunk_rows, tiny)
     return shift_ok
 
 
