@@ -3,7 +3,6 @@
 Kernels never validate their input (see ``numbaot._checks``).  ``chunk_layout``
 is the one place that decides how rows are split into fixed chunks.
 """
-import math
 
 from .._config import MAX_ROW_CHUNKS, MIN_CHUNK_ROWS, ACCUMULATOR_BYTES
 
