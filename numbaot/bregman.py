@@ -404,8 +404,11 @@ def sinkhorn_log(a, b, M, reg, numItermax=1000, stopThr=1e-9, verbose=False,
     (dual potentials divided by reg) so that any ``reg`` > 0 stays finite
     (Peyre & Cuturi 2019, "Computational Optimal Transport", Remark 4.23):
     v <- log b - logsumexp_i(-M_ij/reg + u_i), u <- log a - logsumexp_j(-M_ij/reg + v_j).
-    numbaot's kernel reads ``M`` once per iteration with a single-pass online
-    logsumexp (Viehmann, arXiv:1907.01729, sec. 4) and allocates no
+    numbaot's kernel reads ``M`` once per iteration and computes one
+    exponential per entry: the row logsumexp is shifted by a certified upper
+    bound from the previous iterate, with Viehmann's single-pass online
+    logsumexp (arXiv:1907.01729, sec. 4) where that bound is not available;
+    the row exponentials are reused for the column update.  It allocates no
     (dim_a, dim_b) temporary; 2-D ``b`` (and paired 2-D ``a``) are solved in
     one sweep over ``M`` per iteration for all problems.
 
