@@ -149,6 +149,21 @@ def _check_weights(w, name, dim, dim_name):
     return wf
 
 
+def _histograms(w, name, dim, dim_name, allow_batch, method_name):
+    """Weights as a C-contiguous float64 array (n, dim), and the number of
+    histograms when ``w`` is 2-D (0 when 1-D).  Empty ``w`` means uniform."""
+    if w.size == 0 and w.ndim <= 1:
+        return np.full((1, dim), 1.0 / dim), 0
+    wf = _check_weights(w, name, dim, dim_name)
+    if wf.ndim == 1:
+        return wf.reshape(1, -1), 0
+    if not allow_batch:
+        raise ValueError(f"{name} must be 1-D for {method_name or 'this method'}; got shape {w.shape}")
+    if wf.shape[1] == 0:
+        raise ValueError(f"{name} has shape ({dim}, 0): no histogram to solve")
+    return np.ascontiguousarray(wf.T), wf.shape[1]
+
+
 def prepare_problem(a, b, M, allow_batch=True, method_name=None):
     """Validate and normalise (a, b, M) as POT does (empty a/b = uniform).
 
@@ -182,48 +197,20 @@ def prepare_problem(a, b, M, allow_batch=True, method_name=None):
         raise ValueError("M contains NaN or inf; costs must be finite")
     dim_a, dim_b = M.shape
 
-    if b.size == 0 and b.ndim <= 1:
-        b2 = np.full((1, dim_b), 1.0 / dim_b)
-        n_hists = 0
-    else:
-        bw = _check_weights(b, "b", dim_b, "columns")
-        if bw.ndim == 2:
-            if not allow_batch:
-                raise ValueError(
-                    f"b must be 1-D for {method_name or 'this method'}; got shape {b.shape}"
-                )
-            n_hists = bw.shape[1]
-            if n_hists == 0:
-                raise ValueError("b has shape (dim_b, 0): no histogram to solve")
-            b2 = np.ascontiguousarray(bw.T)
-        else:
-            n_hists = 0
-            b2 = bw.reshape(1, -1)
-
-    paired = False
-    if a.size == 0 and a.ndim <= 1:
-        a2 = np.full((1, dim_a), 1.0 / dim_a)
-    else:
-        aw = _check_weights(a, "a", dim_a, "rows")
-        if aw.ndim == 2:
-            if not allow_batch:
-                raise ValueError(
-                    f"a must be 1-D for {method_name or 'this method'}; got shape {a.shape}"
-                )
-            if n_hists == 0:
-                raise ValueError(
-                    f"a is 2-D (dim_a, n_hists) = {a.shape}, so b must be 2-D "
-                    f"(dim_b, n_hists) too; got b of shape {b.shape}"
-                )
-            if aw.shape[1] != n_hists:
-                raise ValueError(
-                    f"paired batch: a has {aw.shape[1]} histograms (columns) but b has "
-                    f"{n_hists}; expected a.shape[1] == b.shape[1]"
-                )
-            a2 = np.ascontiguousarray(aw.T)
-            paired = True
-        else:
-            a2 = aw.reshape(1, -1)
+    b2, b_cols = _histograms(b, "b", dim_b, "columns", allow_batch, method_name)
+    a2, a_cols = _histograms(a, "a", dim_a, "rows", allow_batch, method_name)
+    n_hists = b_cols
+    if a_cols:
+        if not b_cols:
+            raise ValueError(
+                f"a is 2-D (dim_a, n_hists) = {a.shape}, so b must be 2-D "
+                f"(dim_b, n_hists) too; got b of shape {b.shape}"
+            )
+        if a_cols != b_cols:
+            raise ValueError(
+                f"paired batch: a has {a_cols} histograms (columns) but b has "
+                f"{b_cols}; expected a.shape[1] == b.shape[1]"
+            )
 
     Mc = np.ascontiguousarray(M, dtype=dtype)
-    return Problem(M=Mc, a=a2, b=b2, dtype=dtype, n_hists=n_hists, paired=paired)
+    return Problem(M=Mc, a=a2, b=b2, dtype=dtype, n_hists=n_hists, paired=bool(a_cols))

@@ -721,10 +721,10 @@ def sinkhorn_epsilon_scaling(a, b, M, reg, numItermax=100, epsilon0=1e4,
     G = None
     for ii in range(numItermax):
         regi = (epsilon0 - reg) * np.exp(-ii) + reg
-        G, logi = sinkhorn_stabilized(
-            a1, b1, P.M, regi, numItermax=numInnerItermax, stopThr=stopThr,
-            warmstart=(alpha, beta), verbose=False, print_period=20, tau=tau, log=True,
-        )
+        # POT's inner call: print_period=20, log=True, warn left at True.
+        # The problem is validated once, not at every epsilon step.
+        G, logi = _stabilized(P, regi, numInnerItermax, tau, stopThr, (alpha, beta),
+                              False, 20, True, True, want_loss=False)
         alpha = logi["alpha"]
         beta = logi["beta"]
         if ii % print_period == 0:

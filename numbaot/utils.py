@@ -52,6 +52,8 @@ def euclidean_distances(X, Y, squared=False):
     Returns
     -------
     distances : ndarray, shape (n_samples_1, n_samples_2)
+        Floating dtype of the inputs (NumPy promotion), in the units of the
+        features (squared units with ``squared=True``).
     """
     a2 = np.einsum("ij,ij->i", X, X)
     b2 = np.einsum("ij,ij->i", Y, Y)
@@ -100,7 +102,8 @@ def dist(x1, x2=None, metric="sqeuclidean", p=2, w=None, backend="auto", nx=None
     Returns
     -------
     M : ndarray, shape (n1, n2)
-        M[i, j] = metric(x1[i], x2[j]).
+        M[i, j] = metric(x1[i], x2[j]); dtype follows the samples for the
+        NumPy-computed metrics (float32 in, float32 out), float64 from SciPy.
 
     Raises
     ------
