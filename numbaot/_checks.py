@@ -10,6 +10,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from . import _dispatch
+
 __all__ = [
     "as_real_array",
     "check_reg",
@@ -30,10 +32,9 @@ def as_real_array(x, name):
     TypeError
         If ``x`` is complex, boolean, or not numeric.
     """
-    if hasattr(x, "__cuda_array_interface__") and not isinstance(x, np.ndarray):
+    if _dispatch.is_device_array(x):
         raise TypeError(
-            f"{name} is a GPU array; the CPU solvers take NumPy arrays "
-            "(GPU support lands with the CUDA kernels)"
+            f"{name} is a GPU array where a host (NumPy) array is expected"
         )
     try:
         arr = np.asarray(x)
@@ -110,6 +111,9 @@ class Problem:
     dtype : float32 or float64, the dtype of the results.
     n_hists : 0 for a single problem (1-D b), else the number of problems.
     paired : True when ``a`` is 2-D (one source histogram per problem).
+    device : "cpu", or "cuda" when ``M`` is a numba device array (the
+        histograms ``a``, ``b`` are still validated host arrays: O(dim)).
+    like : the caller's ``M`` (CUDA results are returned as its array kind).
     """
 
     M: np.ndarray
@@ -118,6 +122,8 @@ class Problem:
     dtype: np.dtype
     n_hists: int
     paired: bool
+    device: str = "cpu"
+    like: object = None
 
     @property
     def shape(self):
@@ -164,6 +170,21 @@ def _histograms(w, name, dim, dim_name, allow_batch, method_name):
     return np.ascontiguousarray(wf.T), wf.shape[1]
 
 
+def _check_pairing(a, b, a_cols, b_cols):
+    """2-D ``a`` (paired batch) needs a 2-D ``b`` with as many histograms."""
+    if a_cols:
+        if not b_cols:
+            raise ValueError(
+                f"a is 2-D (dim_a, n_hists) = {a.shape}, so b must be 2-D "
+                f"(dim_b, n_hists) too; got b of shape {b.shape}"
+            )
+        if a_cols != b_cols:
+            raise ValueError(
+                f"paired batch: a has {a_cols} histograms (columns) but b has "
+                f"{b_cols}; expected a.shape[1] == b.shape[1]"
+            )
+
+
 def prepare_problem(a, b, M, allow_batch=True, method_name=None):
     """Validate and normalise (a, b, M) as POT does (empty a/b = uniform).
 
@@ -185,6 +206,8 @@ def prepare_problem(a, b, M, allow_batch=True, method_name=None):
         M not 2-D or not finite; weights of the wrong shape, negative, not
         finite or of zero mass; 2-D ``a`` without a matching 2-D ``b``.
     """
+    if _dispatch.device_of(a=a, b=b, M=M) == "cuda":
+        return _prepare_device_problem(a, b, M, allow_batch, method_name)
     M = as_real_array(M, "M")
     if M.ndim != 2:
         raise ValueError(f"M must be a 2-D array of shape (dim_a, dim_b); got shape {M.shape}")
@@ -200,17 +223,248 @@ def prepare_problem(a, b, M, allow_batch=True, method_name=None):
     b2, b_cols = _histograms(b, "b", dim_b, "columns", allow_batch, method_name)
     a2, a_cols = _histograms(a, "a", dim_a, "rows", allow_batch, method_name)
     n_hists = b_cols
-    if a_cols:
-        if not b_cols:
-            raise ValueError(
-                f"a is 2-D (dim_a, n_hists) = {a.shape}, so b must be 2-D "
-                f"(dim_b, n_hists) too; got b of shape {b.shape}"
-            )
-        if a_cols != b_cols:
-            raise ValueError(
-                f"paired batch: a has {a_cols} histograms (columns) but b has "
-                f"{b_cols}; expected a.shape[1] == b.shape[1]"
-            )
+    _check_pairing(a, b, a_cols, b_cols)
 
     Mc = np.ascontiguousarray(M, dtype=dtype)
     return Problem(M=Mc, a=a2, b=b2, dtype=dtype, n_hists=n_hists, paired=bool(a_cols))
+
+
+# --------------------------------------------------------------------------
+# Sinkhorn operator on batches of square matrices (numbaot.implicit)
+# --------------------------------------------------------------------------
+def as_square_batch(x, name, on_device=False):
+    """Return ``x`` (shape (..., n, n), n >= 1) as an array of a real dtype.
+
+    Host inputs go through :func:`as_real_array` (integers are accepted and
+    computed in float64); device inputs must already be float32/float64 (only
+    ``.shape``/``.dtype`` are read, nothing is copied).
+
+    Raises
+    ------
+    TypeError
+        Non-numeric, complex or boolean dtype (device: not float32/float64).
+    ValueError
+        Fewer than 2 dimensions, last two dimensions unequal, or n == 0.
+    """
+    if on_device:
+        dt = np.dtype(x.dtype)
+        if dt not in (np.dtype(np.float32), np.dtype(np.float64)):
+            raise TypeError(f"{name} must be float32 or float64 on the GPU; got dtype {dt}")
+        arr = x
+    else:
+        arr = as_real_array(x, name)
+    shape = tuple(arr.shape)
+    if len(shape) < 2:
+        raise ValueError(
+            f"{name} must have shape (..., n, n) (at least 2 dimensions); got shape {shape}"
+        )
+    if shape[-1] != shape[-2]:
+        raise ValueError(
+            f"{name} must be a (batch of) square matrices, shape (..., n, n); got shape {shape}"
+        )
+    if shape[-1] == 0:
+        raise ValueError(f"{name} must have n >= 1 (shape (..., n, n)); got shape {shape}")
+    return arr
+
+
+def check_same_shape(x, y, name_x, name_y):
+    """ValueError unless ``x.shape == y.shape`` (naming both arguments)."""
+    if tuple(x.shape) != tuple(y.shape):
+        raise ValueError(
+            f"{name_y} must have the shape of {name_x}; got {name_y}.shape = "
+            f"{tuple(y.shape)} and {name_x}.shape = {tuple(x.shape)}"
+        )
+
+
+def check_positive_int(n, name):
+    """Validate an integer >= 1 (TypeError if not an integer)."""
+    n = check_iter_count(n, name)
+    if n < 1:
+        raise ValueError(f"{name} must be >= 1; got {n}")
+    return n
+
+
+def check_optional_tol(tol, name="tol"):
+    """``None`` (never stop early) or a finite number >= 0; returned as a float
+    (``-1.0`` for ``None``, the kernels' "no tolerance" value)."""
+    if tol is None:
+        return -1.0
+    val = check_real_scalar(tol, name)
+    if not np.isfinite(val) or val < 0:
+        raise ValueError(f"{name} must be None or a finite number >= 0; got {tol!r}")
+    return val
+
+
+def check_value_counts(n_nonfinite, n_negative, name):
+    """Raise for the counts of bad entries of ``name`` found by a counting
+    kernel (``count_invalid`` of numbaot.cpu/cuda.implicit, one read pass, no
+    temporary the size of the array): ValueError if any entry is NaN/inf, or
+    negative where counted (``n_negative`` may be 0 when not checked)."""
+    if n_nonfinite:
+        raise ValueError(
+            f"{name} contains NaN or inf ({int(n_nonfinite)} entries); all entries must be finite"
+        )
+    if n_negative:
+        raise ValueError(
+            f"{name} has {int(n_negative)} negative entries; a Sinkhorn operator output is >= 0"
+        )
+
+
+def _host_weights(w, name):
+    """Histograms are O(dim): device ones are copied to the host and
+    validated there, by the same code as host ones."""
+    if w is None:
+        return as_real_array([], name)
+    if _dispatch.is_device_array(w):
+        w = _dispatch.as_device_array(w).copy_to_host()
+    return as_real_array(w, name)
+
+
+def _prepare_device_problem(a, b, M, allow_batch, method_name):
+    """``prepare_problem`` for a cost matrix on the GPU.
+
+    Same checks and messages as on the host.  ``M`` stays on the device: its
+    finiteness is checked by a device reduction (``numbaot.cuda.sinkhorn.
+    all_finite``) and it is copied only when it is not C-contiguous or not of
+    the result dtype.  Histograms are validated on the host (O(dim) copies).
+    """
+    Md = _dispatch.as_device_array(M)
+    if np.dtype(Md.dtype) not in (np.dtype(np.float32), np.dtype(np.float64)):
+        raise TypeError(f"M on the GPU must be float32 or float64; got dtype {Md.dtype}")
+    if Md.ndim != 2:
+        raise ValueError(f"M must be a 2-D array of shape (dim_a, dim_b); got shape {tuple(Md.shape)}")
+    if Md.shape[0] == 0 or Md.shape[1] == 0:
+        raise ValueError(f"M must have at least one row and one column; got shape {tuple(Md.shape)}")
+    a = _host_weights(a, "a")
+    b = _host_weights(b, "b")
+    dtype = result_dtype(a, b, np.empty(1, dtype=Md.dtype))
+    from .cuda import sinkhorn as _cu
+
+    if not _cu.all_finite(Md):
+        raise ValueError("M contains NaN or inf; costs must be finite")
+    dim_a, dim_b = Md.shape
+    b2, b_cols = _histograms(b, "b", dim_b, "columns", allow_batch, method_name)
+    a2, a_cols = _histograms(a, "a", dim_a, "rows", allow_batch, method_name)
+    _check_pairing(a, b, a_cols, b_cols)
+    Mc = _cu.to_contiguous(Md, dtype)
+    return Problem(M=Mc, a=a2, b=b2, dtype=dtype, n_hists=b_cols, paired=bool(a_cols),
+                   device="cuda", like=M)
+
+
+# --------------------------------------------------------------------------
+# Discounted cumulative sums, GAE (numbaot.scan)
+# --------------------------------------------------------------------------
+_SCAN_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+
+
+def as_scan_array(x, name, on_device=False):
+    """``x`` of shape (N,) or (batch, N) as an array of a real dtype.
+
+    Host inputs go through :func:`as_real_array` (integers are accepted and
+    computed in float64); device inputs must be float32/float64 (only
+    ``.shape``/``.dtype`` are read here).
+
+    Raises
+    ------
+    TypeError
+        Non-numeric, complex or boolean dtype (device: not float32/float64).
+    ValueError
+        ``x`` is not 1-D or 2-D.
+    """
+    if on_device:
+        arr = _dispatch.as_device_array(x)
+        if np.dtype(arr.dtype) not in _SCAN_DTYPES:
+            raise TypeError(f"{name} must be float32 or float64 on the GPU; got dtype {arr.dtype}")
+    else:
+        arr = as_real_array(x, name)
+    if arr.ndim not in (1, 2):
+        raise ValueError(
+            f"{name} must have shape (N,) or (batch, N) (time along the last axis); "
+            f"got shape {tuple(arr.shape)}"
+        )
+    return arr
+
+
+def check_discount(gamma, batch, name="gamma", on_device=False):
+    """A discount factor: a real scalar, or one value per row (shape (batch,)),
+    every value finite and in [0, 1] (1 included: the plain cumulative sum).
+
+    Returns ``(values, per_row)``: ``values`` a float64 NumPy array (batch,)
+    (a scalar broadcast to every row), ``per_row`` False for a scalar (also a
+    0-d array).  A device array (per-row discounts of a GPU call) is copied to
+    the host: it is O(batch).
+
+    Raises
+    ------
+    TypeError
+        Not a real number / array of real numbers.
+    ValueError
+        Wrong shape, NaN/inf, or a value outside [0, 1].
+    """
+    if _dispatch.is_device_array(gamma):
+        gamma = _dispatch.as_device_array(gamma).copy_to_host()
+    if isinstance(gamma, np.ndarray) and gamma.ndim == 0:
+        gamma = gamma[()]
+    if isinstance(gamma, (numbers.Real, np.generic)) and not isinstance(gamma, (bool, np.bool_)):
+        g = np.full(batch, check_real_scalar(gamma, name))
+        per_row = False
+    else:
+        if isinstance(gamma, (bool, np.bool_)):
+            raise TypeError(f"{name} must be a real number or an array of shape ({batch},); got a bool")
+        g = as_real_array(gamma, name)
+        if g.shape != (batch,):
+            raise ValueError(
+                f"{name} must be a scalar or have one value per row, shape ({batch},); "
+                f"got shape {g.shape}"
+            )
+        g = g.astype(np.float64)
+        per_row = True
+    if not np.all(np.isfinite(g)):
+        raise ValueError(f"{name} contains NaN or inf; expected values in [0, 1]")
+    if np.any(g < 0) or np.any(g > 1):
+        bad = g[(g < 0) | (g > 1)][0]
+        raise ValueError(f"{name} must lie in [0, 1] (1 allowed); got {bad!r}")
+    return np.ascontiguousarray(g), per_row
+
+
+def check_dones(dones, shape, name="dones", on_device=False):
+    """An episode-boundary mask of ``shape``: ``None`` (no boundary) or an
+    array whose nonzero entries mark the last step of an episode.
+
+    Host: bool arrays are used as they are (viewed as uint8, no copy); other
+    real dtypes must hold only 0 and 1 (they are converted to uint8).
+    Device: bool or uint8 arrays are viewed as uint8; nonzero means done (the
+    values of a uint8 mask are not checked, that would need a pass).
+
+    Returns ``None`` or a uint8 array of ``shape``.
+
+    Raises
+    ------
+    TypeError
+        Wrong dtype (complex / not numeric; on the GPU: not bool or uint8).
+    ValueError
+        Shape different from ``shape``; host values other than 0 and 1.
+    """
+    if dones is None:
+        return None
+    if on_device:
+        if not _dispatch.is_device_array(dones):
+            raise TypeError(f"{name} must be on the GPU like the other arrays")
+        d = _dispatch.as_device_array(dones)
+        if np.dtype(d.dtype) not in (np.dtype(np.bool_), np.dtype(np.uint8)):
+            raise TypeError(f"{name} on the GPU must be a bool or uint8 array; got dtype {d.dtype}")
+    else:
+        d = np.asarray(dones) if not _dispatch.is_device_array(dones) else dones
+        if _dispatch.is_device_array(d):
+            raise TypeError(f"{name} is a GPU array where a host (NumPy) array is expected")
+        if d.dtype != np.bool_:
+            d = as_real_array(d, name)
+    if tuple(d.shape) != tuple(shape):
+        raise ValueError(f"{name} must have the shape of the data, {tuple(shape)}; got {tuple(d.shape)}")
+    if on_device:
+        return d.view(np.uint8) if np.dtype(d.dtype) == np.bool_ else d
+    if d.dtype == np.bool_:
+        return d.view(np.uint8)
+    if not np.all((d == 0) | (d == 1)):
+        raise ValueError(f"{name} must hold only 0/1 (or True/False) values")
+    return d.astype(np.uint8)

@@ -68,3 +68,72 @@ ROW_SUM_FLOOR = 1e-200
 #: stores its vectors problem-minor (dim, n_hists) and vectorises over the
 #: problems (no per-row horizontal reductions).
 BATCH_MINOR_MIN = 8
+
+# --------------------------------------------------------------------------
+# CUDA (read at launch time, so tests may lower them to exercise multi-block
+# and multi-warp paths in the simulator)
+# --------------------------------------------------------------------------
+#: Fast-math for the CUDA kernels: numba.cuda takes a bool (approximate
+#: division/sqrt, flush-to-zero in float32).  Off: the kernels rely on exact
+#: -inf handling and on IEEE results that match the CPU within tolerance.
+CUDA_FASTMATH = False
+
+#: Threads per block of the 1-D reduction kernels (a multiple of 32).
+CUDA_THREADS = 256
+
+#: Threads along the reduced axis in the 2-D column-tile kernels
+#: (blocks are 32 columns x CUDA_TILE_ROWS rows of threads).
+CUDA_TILE_ROWS = 8
+
+#: Rows per partial in the column passes: the column reduction over dim_a is
+#: split into chunks of this many rows (more blocks), merged in chunk order.
+CUDA_COL_CHUNK_ROWS = 1024
+
+#: A (batched) problem with at most this many matrix entries runs its
+#: iterations inside one kernel launch (one block per problem): it pays one
+#: launch per 10 iterations instead of several per iteration.
+CUDA_FUSED_MAX_ENTRIES = 1 << 16
+
+# --------------------------------------------------------------------------
+# Sinkhorn operator on batches of small matrices (numbaot.implicit)
+# --------------------------------------------------------------------------
+#: CUDA: matrices with n >= this (and n <= 64) run one warp per matrix (lane i
+#: holds row/column i, and i + 32, in registers; mat-vecs broadcast the vector
+#: with warp shuffles); smaller n run one thread per matrix (vectors in a
+#: batch-minor global scratch array, coalesced across threads).
+CUDA_IMPLICIT_WARP_MIN_N = 8
+
+#: CUDA: warps per block of the one-warp-per-matrix kernels (the launcher
+#: uses 1 under the simulator, which has no warp shuffles: there the shuffles
+#: are emulated through shared memory and block barriers).
+CUDA_IMPLICIT_WARPS_PER_BLOCK = 4
+
+#: CUDA: threads per block of the one-thread-per-matrix kernels.
+CUDA_IMPLICIT_THREADS = 128
+
+# --------------------------------------------------------------------------
+# Discounted cumulative sums (numbaot.scan)
+# --------------------------------------------------------------------------
+#: CPU: scan positions per chunk when a row is split for the parallel
+#: (reduce, then scan) path.  Only the shape decides the split, so results do
+#: not depend on the thread count.
+SCAN_CHUNK = 16384
+
+#: CPU: rows are split into chunks only when the batch has fewer rows than
+#: this (with more rows, one task per row keeps every core busy).
+SCAN_SPLIT_MAX_ROWS = 64
+
+#: CUDA: threads per block of the block-scan kernels (a power of two >= 32).
+CUDA_SCAN_THREADS = 256
+
+#: CUDA: consecutive scan positions per thread in the block-scan kernels; a
+#: block scans a tile of CUDA_SCAN_THREADS * CUDA_SCAN_ITEMS positions.
+CUDA_SCAN_ITEMS = 8
+
+#: CUDA: rows of at most this length run one thread per row (many short rows,
+#: e.g. thousands of environments x tens of steps); longer rows use the
+#: three-launch block scan.
+CUDA_SCAN_ROW_MAX_N = 64
+
+#: CUDA: threads per block of the one-thread-per-row and elementwise kernels.
+CUDA_SCAN_ROW_THREADS = 128

@@ -1,14 +1,34 @@
-"""Device resolution and thread-count control.
+"""Device resolution, the lazy CUDA probe, and thread-count control.
 
-Only NumPy (CPU) inputs are served for now; arrays exposing
-``__cuda_array_interface__`` are refused with a clear error by
-``numbaot._checks.as_real_array`` until the CUDA kernels land.
+NumPy inputs run on the CPU kernels.  Inputs that expose
+``__cuda_array_interface__`` (numba device arrays, CuPy arrays; in the Numba
+CUDA simulator, its fake device arrays) run on the CUDA kernels and results
+come back as device arrays.  Mixing host and device arrays in one call is a
+``TypeError``: numbaot never moves a large array between devices behind the
+caller's back.  ``import numbaot`` does not import ``numba.cuda``; the GPU is
+probed on the first CUDA call.
 """
+import os
 from contextlib import contextmanager
 
 import numba
 
-__all__ = ["num_threads"]
+__all__ = [
+    "num_threads",
+    "CudaUnavailableError",
+    "is_device_array",
+    "device_of",
+    "require_cuda",
+    "as_device_array",
+    "like_input",
+    "simulator_enabled",
+]
+
+_INSTALL_HINT = "pip install 'numbaot[cuda]'"
+
+
+class CudaUnavailableError(RuntimeError):
+    """CUDA inputs were given but no usable GPU / CUDA toolkit was found."""
 
 
 @contextmanager
@@ -32,3 +52,91 @@ def num_threads(n):
         yield
     finally:
         numba.set_num_threads(old)
+
+
+def simulator_enabled():
+    """True when the Numba CUDA simulator is on (NUMBA_ENABLE_CUDASIM=1)."""
+    return os.environ.get("NUMBA_ENABLE_CUDASIM", "0") not in ("", "0")
+
+
+def is_device_array(x):
+    """True for arrays that live on a CUDA device (or the simulator's fakes)."""
+    if type(x).__module__ == "numpy":
+        return False
+    return hasattr(x, "__cuda_array_interface__") or bool(getattr(x, "__cuda_ndarray__", False))
+
+
+def _is_empty_host(x):
+    if x is None:
+        return True
+    try:
+        return len(x) == 0 and not is_device_array(x)
+    except TypeError:
+        return False
+
+
+def device_of(**arrays):
+    """Return ``"cuda"`` when the arrays are on a CUDA device, else ``"cpu"``.
+
+    ``None`` and empty host sequences (POT's "uniform" ``[]``) go with
+    either device.  Scalars count as host.
+
+    Raises
+    ------
+    TypeError
+        If some arrays are on the device and others on the host, naming both.
+    """
+    on_dev = [k for k, x in arrays.items() if is_device_array(x)]
+    if not on_dev:
+        return "cpu"
+    on_host = [k for k, x in arrays.items() if not is_device_array(x) and not _is_empty_host(x)]
+    if on_host:
+        raise TypeError(
+            f"{', '.join(on_dev)} on the GPU but {', '.join(on_host)} on the host: "
+            "pass all arrays on the same device (numba.cuda.to_device(x) or "
+            "cupy.asarray(x) moves a host array; .copy_to_host() / cupy.asnumpy() "
+            "brings one back)"
+        )
+    return "cuda"
+
+
+def require_cuda():
+    """Import ``numba.cuda`` and check a GPU (or the simulator) is usable.
+
+    Raises
+    ------
+    CudaUnavailableError
+        numba-cuda is not installed, or no CUDA GPU/driver is available.
+    """
+    try:
+        from numba import cuda
+    except Exception as exc:  # numba-cuda missing or broken
+        raise CudaUnavailableError(
+            f"GPU arrays need the numba-cuda package ({exc}); install it with {_INSTALL_HINT}"
+        ) from None
+    if not simulator_enabled() and not cuda.is_available():
+        raise CudaUnavailableError(
+            "GPU arrays were given but no CUDA GPU/driver is usable "
+            f"(numba.cuda.is_available() is False); install the CUDA support with "
+            f"{_INSTALL_HINT} on a machine with an NVIDIA GPU and driver, or pass NumPy arrays"
+        )
+    return cuda
+
+
+def as_device_array(x):
+    """A numba device-array view of ``x`` (no copy)."""
+    cuda = require_cuda()
+    if getattr(x, "__cuda_ndarray__", False):
+        return x
+    return cuda.as_cuda_array(x)
+
+
+def like_input(out, like):
+    """Return device array ``out`` as the array kind of ``like`` where
+    practical: a CuPy array for CuPy inputs (zero copy), else the numba
+    device array itself."""
+    if type(like).__module__.split(".")[0] == "cupy":
+        import cupy
+
+        return cupy.asarray(out)
+    return out

@@ -25,6 +25,7 @@ import numpy as np
 from . import _checks
 from ._checks import prepare_problem
 from ._config import BATCH_MINOR_MIN, UNDERFLOW_RTOL
+from ._dispatch import device_of
 from .cpu import chunk_layout
 from .cpu import sinkhorn as _k
 
@@ -118,6 +119,8 @@ def _err_scalar(x, dtype):
 # Sinkhorn-Knopp
 # --------------------------------------------------------------------------
 def _knopp_core(P, reg, numItermax, stopThr, verbose, log, warn, warmstart):
+    if P.device == "cuda":
+        return _knopp_core_cuda(P, reg, numItermax, stopThr, verbose, log, warn, warmstart)
     dim_a, dim_b = P.shape
     K = P.n_problems
     n_chunks, chunk_rows = chunk_layout(dim_a, K, dim_b)
@@ -143,11 +146,27 @@ def _knopp_core(P, reg, numItermax, stopThr, verbose, log, warn, warmstart):
         q = np.empty((K, dim_b))
         _k.knopp_col_sums(Kmat, u, n_chunks, chunk_rows, Q, q)
     steps = _k.knopp_steps_pm if pm else _k.knopp_steps
+
+    def run(n):
+        return steps(Kmat, a_w, b_w, u, v, q, n_chunks, chunk_rows, Q, n)
+
+    errs, ii = _knopp_loop(run, lambda: np.linalg.norm(v * q - b_w), P.dtype,
+                           numItermax, stopThr, verbose, log, warn)
+    if pm:
+        u, v = np.ascontiguousarray(u.T), np.ascontiguousarray(v.T)
+    return dict(Kmat=Kmat, u=u, v=v, errs=errs, niter=ii, n_chunks=n_chunks, chunk_rows=chunk_rows)
+
+
+def _knopp_loop(run, error, dtype, numItermax, stopThr, verbose, log, warn):
+    """POT's Sinkhorn-Knopp control flow, for both devices: ``run(n)`` makes
+    up to n iterations and returns (done, failed); ``error()`` is the 2-norm
+    of the column-marginal violation (all problems together).  Returns the
+    error list and the last iteration index."""
     errs = []
     ii = 0
     completed = True
     for start, stop in _blocks(numItermax, 10):
-        done, failed = steps(Kmat, a_w, b_w, u, v, q, n_chunks, chunk_rows, Q, stop - start)
+        done, failed = run(stop - start)
         if failed:
             ii = start + done
             warnings.warn("Warning: numerical errors at iteration %d" % ii)
@@ -155,7 +174,7 @@ def _knopp_core(P, reg, numItermax, stopThr, verbose, log, warn, warmstart):
             break
         ii = stop - 1
         if ii % 10 == 0:
-            err = _err_scalar(np.linalg.norm(v * q - b_w), P.dtype)
+            err = _err_scalar(error(), dtype)
             if log:
                 errs.append(err)
             if err < stopThr:
@@ -163,14 +182,14 @@ def _knopp_core(P, reg, numItermax, stopThr, verbose, log, warn, warmstart):
                 break
             if verbose:
                 _print_header_and_row(ii, err, 200)
-    if pm:
-        u, v = np.ascontiguousarray(u.T), np.ascontiguousarray(v.T)
     if completed and warn:
         warnings.warn(_NOT_CONVERGED)
-    return dict(Kmat=Kmat, u=u, v=v, errs=errs, niter=ii, n_chunks=n_chunks, chunk_rows=chunk_rows)
+    return errs, ii
 
 
 def _knopp_outputs(P, st, log, want_loss):
+    if P.device == "cuda":
+        return _knopp_outputs_cuda(P, st, log, want_loss)
     dt = P.dtype
     u, v = st["u"], st["v"]
     if want_loss or P.n_hists:
@@ -292,6 +311,8 @@ def _log_core(P, reg, numItermax, stopThr, warmstart):
     Returns the state and, per problem, the error list, last iteration and a
     converged flag.
     """
+    if P.device == "cuda":
+        return _log_core_cuda(P, reg, numItermax, stopThr, warmstart)
     dim_a, dim_b = P.shape
     K = P.n_problems
     n_chunks, chunk_rows = chunk_layout(dim_a, K, dim_b)
@@ -310,11 +331,6 @@ def _log_core(P, reg, numItermax, stopThr, warmstart):
     vnext = logb - vnext
     vnext[np.isneginf(logb)] = -np.inf
     q = np.zeros((K, dim_b))
-    active = np.ones(K, dtype=np.bool_)
-    errs = [[] for _ in range(K)]
-    checks = [[] for _ in range(K)]
-    niter = [0] * K
-    converged = [False] * K
     # Many problems: problem-minor layout (dim, n_hists), vectorised over problems.
     pm = K >= BATCH_MINOR_MIN
     if pm:
@@ -327,17 +343,42 @@ def _log_core(P, reg, numItermax, stopThr, warmstart):
         loga_w, logb_w, b_w = loga, logb, P.b
         Q = np.empty((n_chunks, K, dim_b))
     steps = _k.log_steps_pm if pm else _k.log_steps
-    shift_ok = False
-    for start, stop in _blocks(numItermax, 10):
-        shift_ok = steps(P.M, c, loga_w, logb_w, b_w, u_w, v_w, vnext_w, shift_ok,
-                         active, n_chunks, chunk_rows, Q, q_w, stop - start, UNDERFLOW_RTOL)
+    shift = [False]
+
+    def run(n, active):
+        shift[0] = steps(P.M, c, loga_w, logb_w, b_w, u_w, v_w, vnext_w, shift[0],
+                         active, n_chunks, chunk_rows, Q, q_w, n, UNDERFLOW_RTOL)
+
+    def errors():
         q = q_w.T if pm else q_w
+        return np.linalg.norm(q - P.b, axis=1)
+
+    res = _log_loop(run, errors, K, P.dtype, numItermax, stopThr)
+    if pm:
+        u, v = np.ascontiguousarray(u_w.T), np.ascontiguousarray(v_w.T)
+    return dict(res, u=u, v=v, c=c, n_chunks=n_chunks, chunk_rows=chunk_rows)
+
+
+def _log_loop(run, errors, K, dtype, numItermax, stopThr):
+    """POT's log-domain control flow with a stopping test per problem, for
+    both devices: ``run(n, active)`` makes n iterations of the active
+    problems; ``errors()`` gives each problem's column-marginal violation
+    (2-norm).  Returns the per-problem error lists, check iterations, last
+    iterations and converged flags."""
+    active = np.ones(K, dtype=np.bool_)
+    errs = [[] for _ in range(K)]
+    checks = [[] for _ in range(K)]
+    niter = [0] * K
+    converged = [False] * K
+    for start, stop in _blocks(numItermax, 10):
+        run(stop - start, active)
         ii = stop - 1
         for k in np.flatnonzero(active):
             niter[k] = ii
         if ii % 10 == 0:
+            e = errors()
             for k in np.flatnonzero(active):
-                err = _err_scalar(np.linalg.norm(q[k] - P.b[k]), P.dtype)
+                err = _err_scalar(e[k], dtype)
                 errs[k].append(err)
                 checks[k].append(ii)
                 if err < stopThr:
@@ -345,10 +386,7 @@ def _log_core(P, reg, numItermax, stopThr, warmstart):
                     active[k] = False
             if not active.any():
                 break
-    if pm:
-        u, v = np.ascontiguousarray(u_w.T), np.ascontiguousarray(v_w.T)
-    return dict(u=u, v=v, c=c, errs=errs, checks=checks, niter=niter,
-                converged=converged, n_chunks=n_chunks, chunk_rows=chunk_rows)
+    return dict(errs=errs, checks=checks, niter=niter, converged=converged)
 
 
 def _log_report(P, st, verbose, warn):
@@ -381,6 +419,8 @@ def _gibbs_result(P, st, f, g, want_loss):
 
 
 def _log_outputs(P, st, log, want_loss):
+    if P.device == "cuda":
+        return _log_outputs_cuda(P, st, log, want_loss)
     dt = P.dtype
     u, v = st["u"], st["v"]
     res = _gibbs_result(P, st, u, v, want_loss)
@@ -566,6 +606,10 @@ def _stabilized(P, reg, numItermax, tau, stopThr, warmstart, verbose, print_peri
     absorption rewrites K per problem, so the representation of the
     potentials (logu, alpha, ...) then equals POT's per-problem result;
     ``log['err']`` and ``log['n_iter']`` become per-problem lists."""
+    if P.device == "cuda":
+        res = _stabilized(_on_host(P), reg, numItermax, tau, stopThr, warmstart, verbose,
+                          print_period, log, warn, want_loss)
+        return _outputs_to_device(res, P)
     if not P.paired:
         st = _stabilized_core(P, reg, numItermax, tau, stopThr, warmstart, verbose,
                               print_period, log, warn)
@@ -698,6 +742,10 @@ def sinkhorn_epsilon_scaling(a, b, M, reg, numItermax=100, epsilon0=1e4,
         as in POT, from every inner stabilized call that hits
         ``numInnerItermax`` (POT does not pass ``warn`` to them).
     """
+    if device_of(a=a, b=b, M=M) == "cuda":
+        return _via_host(sinkhorn_epsilon_scaling, a, b, M, reg, numItermax, epsilon0,
+                         numInnerItermax, tau, stopThr, warmstart, verbose, print_period,
+                         log, warn, **kwargs)
     P = prepare_problem(a, b, M, allow_batch=False, method_name="sinkhorn_epsilon_scaling")
     reg, numItermax, stopThr = _check_common(reg, numItermax, stopThr)
     epsilon0 = _checks.check_reg(epsilon0, "epsilon0")
@@ -790,6 +838,9 @@ def greenkhorn(a, b, M, reg, numItermax=10000, stopThr=1e-9, verbose=False,
     UserWarning
         "Sinkhorn did not converge. ..." (if ``warn``).
     """
+    if device_of(a=a, b=b, M=M) == "cuda":
+        return _via_host(greenkhorn, a, b, M, reg, numItermax, stopThr, verbose, log, warn,
+                         warmstart)
     P = prepare_problem(a, b, M, allow_batch=False, method_name="greenkhorn")
     reg, numItermax, stopThr = _check_common(reg, numItermax, stopThr)
     dt = P.dtype
@@ -811,6 +862,172 @@ def greenkhorn(a, b, M, reg, numItermax=10000, stopThr=1e-9, verbose=False,
     if log:
         return G, {"u": u, "v": v, "n_iter": ii}
     return G
+
+
+# --------------------------------------------------------------------------
+# CUDA paths (numbaot.cuda.sinkhorn kernels; POT semantics from the shared
+# control loops above).  Vectors are O(dim): they are moved with plain host
+# copies; the matrix never leaves the device.
+# --------------------------------------------------------------------------
+def _dev(x, dtype):
+    from numba import cuda
+
+    return cuda.to_device(np.ascontiguousarray(x, dtype=dtype))
+
+
+def _dev_out(x, P):
+    """A host result as a device array of the caller's kind (scalars stay
+    host scalars)."""
+    if isinstance(x, np.ndarray) and x.ndim > 0:
+        from ._dispatch import like_input
+
+        return like_input(_dev(x, x.dtype), P.like)
+    return x
+
+
+def _knopp_core_cuda(P, reg, numItermax, stopThr, verbose, log, warn, warmstart):
+    from numba import cuda
+
+    from .cuda import sinkhorn as cu
+
+    dt = P.dtype
+    dim_a, dim_b = P.shape
+    K = P.n_problems
+    Kmat = cuda.device_array(P.shape, dtype=dt)
+    cu.gibbs_kernel(P.M, -1.0 / reg, _dev(np.zeros(dim_a), dt), _dev(np.zeros(dim_b), dt), Kmat)
+    if warmstart is None:
+        u = np.full((K, dim_a), 1.0 / dim_a)
+        v = np.full((K, dim_b), 1.0 / dim_b)
+    else:
+        w_a, w_b = _warmstart_pair(warmstart, P, "log u, log v")
+        u, v = np.exp(w_a), np.exp(w_b)
+    st = cu.KnoppState(Kmat, _dev(P.a, dt), _dev(P.b, dt), _dev(u, dt), _dev(v, dt))
+    last = {}
+
+    def run(n):
+        done, failed, last["err2"] = cu.knopp_steps(st, n)
+        return done, failed
+
+    errs, ii = _knopp_loop(run, lambda: np.sqrt(np.sum(last["err2"], dtype=np.float64)),
+                           dt, numItermax, stopThr, verbose, log, warn)
+    return dict(Kmat=Kmat, u=st.u, v=st.v, errs=errs, niter=ii)
+
+
+def _knopp_outputs_cuda(P, st, log, want_loss):
+    from numba import cuda
+
+    from .cuda import sinkhorn as cu
+
+    dt = P.dtype
+    u, v = st["u"], st["v"]
+    if want_loss or P.n_hists:
+        loss = cuda.device_array(P.n_problems, dtype=dt)
+        cu.scaled_loss(st["Kmat"], P.M, u, v, loss)
+        res = _dev_out(loss.copy_to_host(), P) if P.n_hists else dt.type(loss.copy_to_host()[0])
+    else:
+        res = cuda.device_array(P.shape, dtype=dt)
+        cu.scaled_plan(st["Kmat"], u[0], v[0], res)
+        from ._dispatch import like_input
+
+        res = like_input(res, P.like)
+    if not log:
+        return res
+    uh, vh = u.copy_to_host(), v.copy_to_host()
+    lg = {"err": st["errs"], "niter": st["niter"]}
+    lg["u"], lg["v"] = (uh.T, vh.T) if P.n_hists else (uh[0], vh[0])
+    lg["u"], lg["v"] = _dev_out(lg["u"], P), _dev_out(lg["v"], P)
+    return res, lg
+
+
+def _log_core_cuda(P, reg, numItermax, stopThr, warmstart):
+    from .cuda import sinkhorn as cu
+
+    dt = P.dtype
+    dim_a, dim_b = P.shape
+    K = P.n_problems
+    c = -1.0 / reg
+    with np.errstate(divide="ignore"):
+        loga = np.log(P.a)
+        logb = np.log(P.b)
+    if warmstart is None:
+        u = np.zeros((K, dim_a))
+        v = np.zeros((K, dim_b))
+    else:
+        u, v = _log_warmstart(warmstart, P)
+    st = cu.LogState(P.M, c, _dev(loga, dt), _dev(logb, dt), _dev(P.b, dt), _dev(u, dt), _dev(v, dt))
+    last = {}
+
+    def run(n, active):
+        if not np.array_equal(st.active_host, active):
+            st.set_active(active)
+        last["err2"] = cu.log_steps(st, n)
+
+    res = _log_loop(run, lambda: np.sqrt(last["err2"].astype(np.float64)), K, dt,
+                    numItermax, stopThr)
+    return dict(res, u=st.u, v=st.v, c=c)
+
+
+def _log_outputs_cuda(P, st, log, want_loss):
+    from numba import cuda
+
+    from ._dispatch import like_input
+    from .cuda import sinkhorn as cu
+
+    dt = P.dtype
+    u, v = st["u"], st["v"]
+    if want_loss or P.n_hists:
+        loss = cuda.device_array(P.n_problems, dtype=dt)
+        cu.gibbs_loss(P.M, st["c"], u, v, loss)
+        res = _dev_out(loss.copy_to_host(), P) if P.n_hists else dt.type(loss.copy_to_host()[0])
+    else:
+        res = cuda.device_array(P.shape, dtype=dt)
+        cu.gibbs_kernel(P.M, st["c"], u[0], v[0], res)
+        res = like_input(res, P.like)
+    if not log:
+        return res
+    uh, vh = u.copy_to_host(), v.copy_to_host()
+    if P.n_hists:
+        lu, lv = uh.T, vh.T
+        lg = {}
+    else:
+        lu, lv = uh[0], vh[0]
+        lg = {"err": st["errs"][0], "niter": st["niter"][0]}
+    lg["log_u"], lg["log_v"] = _dev_out(lu, P), _dev_out(lv, P)
+    lg["u"], lg["v"] = _dev_out(np.exp(lu), P), _dev_out(np.exp(lv), P)
+    return res, lg
+
+
+def _on_host(P):
+    """The problem with M copied to the host, for the solvers without CUDA
+    kernels (documented copy)."""
+    from dataclasses import replace
+
+    return replace(P, M=P.M.copy_to_host(), device="cpu")
+
+
+def _via_host(fn, a, b, M, *args, **kwargs):
+    """Run the host solver ``fn`` on host copies of device inputs and return
+    its outputs as device arrays (for the solvers without CUDA kernels)."""
+    from types import SimpleNamespace
+
+    from ._dispatch import as_device_array, is_device_array
+
+    def host(x):
+        return as_device_array(x).copy_to_host() if is_device_array(x) else x
+
+    out = fn(host(a), host(b), host(M), *args, **kwargs)
+    return _outputs_to_device(out, SimpleNamespace(like=M))
+
+
+def _outputs_to_device(out, P):
+    """Host outputs of a solver run on ``_on_host(P)``, back as device arrays."""
+    if isinstance(out, tuple):
+        return tuple(_outputs_to_device(x, P) for x in out)
+    if isinstance(out, list):
+        return [_outputs_to_device(x, P) for x in out]
+    if isinstance(out, dict):
+        return {k: _outputs_to_device(x, P) for k, x in out.items()}
+    return _dev_out(out, P)
 
 
 # --------------------------------------------------------------------------
