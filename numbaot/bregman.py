@@ -305,6 +305,19 @@ def _log_warmstart(warmstart, P):
     return _warmstart_pair(warmstart, P, "log_u, log_v")
 
 
+def _log_start(P, warmstart):
+    """log a, log b (-inf for zero weights) and the initial log-scalings
+    (n_problems, dim), float64 host arrays owned by the caller."""
+    K = P.n_problems
+    with np.errstate(divide="ignore"):
+        loga = np.log(P.a)
+        logb = np.log(P.b)
+    if warmstart is None:
+        return loga, logb, np.zeros((K, P.shape[0])), np.zeros((K, P.shape[1]))
+    u, v = _log_warmstart(warmstart, P)
+    return loga, logb, u.copy(), v.copy()
+
+
 def _log_core(P, reg, numItermax, stopThr, warmstart):
     """Batched log-domain Sinkhorn with POT's per-problem stopping rule.
 
@@ -317,15 +330,7 @@ def _log_core(P, reg, numItermax, stopThr, warmstart):
     K = P.n_problems
     n_chunks, chunk_rows = chunk_layout(dim_a, K, dim_b)
     c = -1.0 / reg
-    with np.errstate(divide="ignore"):
-        loga = np.log(P.a)
-        logb = np.log(P.b)
-    if warmstart is None:
-        u = np.zeros((K, dim_a))
-        v = np.zeros((K, dim_b))
-    else:
-        u, v = _log_warmstart(warmstart, P)
-        u, v = u.copy(), v.copy()
+    loga, logb, u, v = _log_start(P, warmstart)
     vnext = np.empty((K, dim_b))
     _k.log_col_lse(P.M, c, u, n_chunks, chunk_rows, vnext)
     vnext = logb - vnext
@@ -943,17 +948,9 @@ def _log_core_cuda(P, reg, numItermax, stopThr, warmstart):
     from .cuda import sinkhorn as cu
 
     dt = P.dtype
-    dim_a, dim_b = P.shape
     K = P.n_problems
     c = -1.0 / reg
-    with np.errstate(divide="ignore"):
-        loga = np.log(P.a)
-        logb = np.log(P.b)
-    if warmstart is None:
-        u = np.zeros((K, dim_a))
-        v = np.zeros((K, dim_b))
-    else:
-        u, v = _log_warmstart(warmstart, P)
+    loga, logb, u, v = _log_start(P, warmstart)
     st = cu.LogState(P.M, c, _dev(loga, dt), _dev(logb, dt), _dev(P.b, dt), _dev(u, dt), _dev(v, dt))
     last = {}
 

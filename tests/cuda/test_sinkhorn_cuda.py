@@ -89,21 +89,21 @@ def test_float32_stays_float32(cuda, rng, path):
 
 @pytest.mark.parametrize("method", ["sinkhorn", "sinkhorn_log"])
 def test_batched_b_losses(cuda, rng, path, method):
-    a, b, M = _problem(rng, n=5, m=6, k=3)
-    kw = dict(method=method, numItermax=5, warn=False)
+    a, b, M = _problem(rng, n=4, m=5, k=2)
+    kw = dict(method=method, numItermax=3, warn=False)
     W = numbaot.sinkhorn2(cuda.to_device(a), cuda.to_device(b), cuda.to_device(M), 0.5, **kw)
-    assert is_device_array(W) and W.shape == (3,)
+    assert is_device_array(W) and W.shape == (2,)
     np.testing.assert_allclose(_h(W), ot.sinkhorn2(a, b, M, 0.5, **kw), **F64)
 
 
 def test_paired_batch_one_launch(cuda, rng):
-    a, b, M = _problem(rng, k=3)
-    A = np.stack([a, a[::-1], np.roll(a, 2)], axis=1)
+    a, b, M = _problem(rng, n=4, m=5, k=2)
+    A = np.stack([a, a[::-1]], axis=1)
     for method in ("sinkhorn", "sinkhorn_log"):
         W = numbaot.sinkhorn2(cuda.to_device(A), cuda.to_device(b), cuda.to_device(M), 0.5,
-                              method=method, numItermax=12, warn=False)
-        ref = [ot.sinkhorn2(A[:, k], b[:, k], M, 0.5, method=method, numItermax=12, warn=False)
-               for k in range(3)]
+                              method=method, numItermax=6, warn=False)
+        ref = [ot.sinkhorn2(A[:, k], b[:, k], M, 0.5, method=method, numItermax=6, warn=False)
+               for k in range(2)]
         np.testing.assert_allclose(_h(W), ref, **F64)
 
 
@@ -124,9 +124,9 @@ def test_log_domain_zero_weights_and_small_reg(cuda, rng, path):
 
 def test_per_problem_stopping_matches_cpu(cuda, rng):
     """Each problem of a batch stops on its own test (POT's per-column loop)."""
-    a, b, M = _problem(rng, k=2)
+    a, b, M = _problem(rng, n=4, m=5, k=2)
     b[:, 1] = np.full(b.shape[0], 1.0 / b.shape[0])
-    kw = dict(method="sinkhorn_log", numItermax=40, stopThr=1e-6, log=True, warn=False)
+    kw = dict(method="sinkhorn_log", numItermax=30, stopThr=1e-5, log=True, warn=False)
     W, lg = numbaot.sinkhorn2(cuda.to_device(a), cuda.to_device(b), cuda.to_device(M), 1.0, **kw)
     Wc, lgc = numbaot.sinkhorn2(a, b, M, 1.0, **kw)
     np.testing.assert_allclose(_h(W), Wc, **F64)
@@ -139,14 +139,18 @@ def test_knopp_numerical_error_undoes_the_step(cuda, rng, path):
     a, b, M = _problem(rng)
     M = M * 1e3
     kw = dict(numItermax=20, log=True, warn=False)
+    # UserWarnings only: NumPy's divide-by-zero RuntimeWarnings differ (the
+    # simulator runs the kernels' arithmetic on NumPy scalars)
     with warnings.catch_warnings(record=True) as wd:
         warnings.simplefilter("always")
         G, lg = numbaot.sinkhorn(cuda.to_device(a), cuda.to_device(b), cuda.to_device(M), 1.0, **kw)
     with warnings.catch_warnings(record=True) as wp:
         warnings.simplefilter("always")
         Gp, lgp = ot.sinkhorn(a, b, M, 1.0, **kw)
-    assert [str(w.message) for w in wd] == [str(w.message) for w in wp]
-    assert any("numerical errors" in str(w.message) for w in wd)
+    wd = [str(w.message) for w in wd if w.category is UserWarning]
+    wp = [str(w.message) for w in wp if w.category is UserWarning]
+    assert wd == wp
+    assert any("numerical errors" in w for w in wd)
     assert lg["niter"] == lgp["niter"]
     np.testing.assert_allclose(_h(G), Gp, **F64)
 
