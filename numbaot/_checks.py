@@ -198,13 +198,20 @@ def prepare_problem(a, b, M, allow_batch=True, method_name=None):
     method_name : str, optional
         Used in the error message when a batch is refused.
 
+    Returns a ``Problem`` on the device of the inputs: a CUDA ``M`` (and
+    device or empty weights) gives ``device="cuda"`` (see
+    ``_prepare_device_problem``).
+
     Raises
     ------
     TypeError
-        Non-numeric or complex arrays.
+        Non-numeric or complex arrays; host and device arrays mixed; a device
+        ``M`` that is not float32/float64.
     ValueError
         M not 2-D or not finite; weights of the wrong shape, negative, not
         finite or of zero mass; 2-D ``a`` without a matching 2-D ``b``.
+    CudaUnavailableError
+        Device arrays without numba-cuda or a usable GPU.
     """
     if _dispatch.device_of(a=a, b=b, M=M) == "cuda":
         return _prepare_device_problem(a, b, M, allow_batch, method_name)
@@ -468,3 +475,105 @@ def check_dones(dones, shape, name="dones", on_device=False):
     if not np.all((d == 0) | (d == 1)):
         raise ValueError(f"{name} must hold only 0/1 (or True/False) values")
     return d.astype(np.uint8)
+
+
+# --------------------------------------------------------------------------
+# Unbalanced OT (numbaot.unbalanced)
+# --------------------------------------------------------------------------
+def check_reg_m(reg_m, name="reg_m"):
+    """POT's ``get_parameter_pair``: a scalar, or an indexable of length 1 or 2,
+    gives (reg_m1, reg_m2); each value a real number >= 0 (``inf`` allowed: a
+    hard marginal constraint on that side).  Returned as Python floats.
+
+    Raises
+    ------
+    TypeError
+        Not a real number nor an indexable of real numbers.
+    ValueError
+        Length other than 1 or 2; a value < 0 or NaN.
+    """
+    if isinstance(reg_m, np.ndarray) and reg_m.ndim == 0:
+        reg_m = reg_m[()]
+    if isinstance(reg_m, (numbers.Real, np.generic)) and not isinstance(reg_m, (bool, np.bool_)):
+        pair = (reg_m, reg_m)
+    else:
+        if isinstance(reg_m, (bool, np.bool_, str)):
+            raise TypeError(f"{name} must be a real number or a pair of them; got {reg_m!r}")
+        try:
+            n = len(reg_m)
+        except TypeError:
+            raise TypeError(
+                f"{name} must be a real number or an indexable of length 1 or 2; "
+                f"got {type(reg_m).__name__}"
+            ) from None
+        if n == 1:
+            pair = (reg_m[0], reg_m[0])
+        elif n == 2:
+            pair = (reg_m[0], reg_m[1])
+        else:
+            raise ValueError(
+                f"{name} must be a scalar or an indexable object of length 1 or 2; got length {n}"
+            )
+    out = []
+    for k, x in enumerate(pair):
+        val = check_real_scalar(x, f"{name}[{k}]")
+        if np.isnan(val) or val < 0:
+            raise ValueError(f"{name} values must be >= 0 (inf allowed); got {x!r}")
+        out.append(val)
+    return out[0], out[1]
+
+
+def check_reg_type(reg_type):
+    """'kl' or 'entropy' (any case), returned lower-cased."""
+    if not isinstance(reg_type, str) or reg_type.lower() not in ("kl", "entropy"):
+        raise ValueError(f"reg_type must be 'kl' or 'entropy'; got {reg_type!r}")
+    return reg_type.lower()
+
+
+def check_reference_measure(c, shape):
+    """An explicit reference measure ``c`` of ``shape`` (dim_a, dim_b): finite
+    and >= 0; returned as a float64 C-contiguous array (a copy if needed).
+
+    Raises
+    ------
+    TypeError
+        Non-numeric or complex ``c``.
+    ValueError
+        Wrong shape, NaN/inf or negative entries.
+    """
+    c = as_real_array(c, "c")
+    if c.shape != tuple(shape):
+        raise ValueError(f"c must have the shape of M, {tuple(shape)}; got {c.shape}")
+    cf = np.ascontiguousarray(c, dtype=np.float64)
+    if not np.all(np.isfinite(cf)):
+        raise ValueError("c contains NaN or inf")
+    if np.any(cf < 0):
+        raise ValueError("c has negative entries; a reference measure is >= 0")
+    return cf
+
+
+def check_unbalanced_warmstart(warmstart, shape, n_hists):
+    """(log u, log v) of shapes (dim_a,), (dim_b,) (or (dim, n_hists) for 2-D
+    b); returned as float64 arrays (max(n_hists, 1), dim).  Entries may be
+    -inf (zero scaling), not NaN or +inf."""
+    K = max(n_hists, 1)
+    try:
+        w_a, w_b = warmstart
+    except (TypeError, ValueError):
+        raise ValueError(
+            f"warmstart must be a pair (log u, log v); got {type(warmstart).__name__}"
+        ) from None
+    out = []
+    for w, dim, name in ((w_a, shape[0], "warmstart[0]"), (w_b, shape[1], "warmstart[1]")):
+        w = as_real_array(w, name).astype(np.float64)
+        if n_hists and w.shape == (dim, n_hists):
+            w = np.ascontiguousarray(w.T)
+        elif w.shape == (dim,):
+            w = np.ascontiguousarray(np.broadcast_to(w, (K, dim)))
+        else:
+            expect = f"({dim},)" + (f" or ({dim}, {n_hists})" if n_hists else "")
+            raise ValueError(f"{name} must have shape {expect}; got {w.shape}")
+        if np.any(np.isnan(w)) or np.any(w == np.inf):
+            raise ValueError(f"{name} contains NaN or +inf")
+        out.append(w)
+    return out[0], out[1]

@@ -9,8 +9,21 @@ texts.  Where numbaot deliberately differs:
 * 2-D ``a`` of shape (dim_a, n_hists) together with 2-D ``b`` of shape
   (dim_b, n_hists) solves n_hists independent problems that share ``M``
   ("paired batches", which POT cannot do);
-* arithmetic is carried out in float64 whatever the input dtype; results are
-  returned in the input dtype (float32 in, float32 out).
+* arithmetic is carried out in float64 whatever the input dtype on the CPU;
+  results are returned in the input dtype (float32 in, float32 out).
+
+GPU: every function also takes CUDA device arrays (numba device arrays, CuPy
+arrays: anything with ``__cuda_array_interface__``) for ``a``, ``b``, ``M``
+(``[]``/None weights allowed) and then returns device arrays of the input
+dtype (plans, vectors of losses, the arrays in ``log``; a single loss stays a
+NumPy scalar).  ``sinkhorn_knopp`` and ``sinkhorn_log`` (and ``sinkhorn``,
+``sinkhorn2`` with these methods) run on the CUDA kernels of
+``numbaot.cuda.sinkhorn`` and compute in the input dtype;
+``sinkhorn_stabilized``, ``sinkhorn_epsilon_scaling`` and ``greenkhorn`` copy
+the inputs to the host, run there and copy the results back.  Mixing host
+and device arrays raises ``TypeError``; without numba-cuda or a usable GPU,
+``numbaot._dispatch.CudaUnavailableError`` (a ``RuntimeError``) names the fix
+(``pip install 'numbaot[cuda]'``).
 
 The problem solved is (Cuturi 2013; Peyre & Cuturi 2019, eq. 4.2)
 
@@ -228,7 +241,7 @@ def sinkhorn_knopp(a, b, M, reg, numItermax=1000, stopThr=1e-9, verbose=False,
     b : array-like, shape (dim_b,) or (dim_b, n_hists), float
         Target weights.  Empty means uniform.  2-D: n_hists problems sharing
         ``M``; the losses are returned instead of the plans.
-    M : array-like, shape (dim_a, dim_b), float32 or float64
+    M : array-like or CUDA device array, shape (dim_a, dim_b), float32 or float64
         Cost matrix (finite), in the units of the loss.
     reg : float
         Entropic regularisation strength (> 0), in units of ``M``.
@@ -263,11 +276,14 @@ def sinkhorn_knopp(a, b, M, reg, numItermax=1000, stopThr=1e-9, verbose=False,
     ------
     TypeError
         Non-numeric, boolean or complex arrays; non-numeric ``reg``,
-        ``stopThr``; non-integer ``numItermax``.
+        ``stopThr``; non-integer ``numItermax``; host and device arrays mixed;
+        a device ``M`` that is not float32/float64.
     ValueError
         ``reg`` <= 0 or not finite; ``M`` not 2-D or not finite; weights of the
         wrong length, negative, not finite or of zero mass; 2-D ``a`` without a
         matching 2-D ``b``; negative ``numItermax``; malformed ``warmstart``.
+    numbaot._dispatch.CudaUnavailableError
+        Device arrays given but numba-cuda or a CUDA GPU is missing.
 
     Warns
     -----

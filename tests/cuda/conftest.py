@@ -44,6 +44,20 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
+@pytest.fixture(autouse=True, scope="session")
+def fast_thread_switches():
+    """The simulator's block manager busy-polls its threads while holding the
+    GIL; a shorter switch interval lets the simulated threads run sooner
+    (about 25 % faster here).  Restored after the session."""
+    import sys
+
+    old = sys.getswitchinterval()
+    if simulator_enabled():
+        sys.setswitchinterval(1e-4)
+    yield
+    sys.setswitchinterval(old)
+
+
 @pytest.fixture(autouse=True)
 def small_blocks(monkeypatch):
     """In the simulator (one Python thread per CUDA thread, slow) use one-warp
