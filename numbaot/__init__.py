@@ -16,6 +16,14 @@ from .bregman import (
     sinkhorn_stabilized,
 )
 from .utils import dist, unif
+from . import scan
+from .scan import (
+    discounted_cumsum_left,
+    discounted_cumsum_left_backward,
+    discounted_cumsum_right,
+    discounted_cumsum_right_backward,
+    gae,
+)
 
 __version__ = "0.1.0"
 
@@ -32,4 +40,11 @@ __all__ = [
     "sinkhorn_stabilized",
     "sinkhorn_epsilon_scaling",
     "greenkhorn",
+    # discounted cumulative sums (numbaot.scan)
+    "scan",
+    "discounted_cumsum_right",
+    "discounted_cumsum_left",
+    "discounted_cumsum_right_backward",
+    "discounted_cumsum_left_backward",
+    "gae",
 ]

@@ -1,0 +1,439 @@
+r"""Discounted cumulative sums, their gradients, and generalized advantage estimation.
+
+The calls and their names follow torch-discounted-cumsum (A. Obukhov, 2020),
+for NumPy arrays (CPU) and CUDA device arrays (numba device arrays, CuPy),
+without PyTorch:
+
+* ``discounted_cumsum_right(x, gamma)``: y_t = sum_{k >= 0} gamma^k x_{t+k}
+  (the discounted return of reinforcement learning, computed right to left);
+* ``discounted_cumsum_left(x, gamma)``: y_t = sum_{k >= 0} gamma^k x_{t-k};
+* ``discounted_cumsum_right_backward`` / ``discounted_cumsum_left_backward``:
+  the gradients with respect to ``x`` and ``gamma``;
+* ``gae``: generalized advantage estimation (Schulman et al. 2016).
+
+Shapes and conventions shared by every call
+-------------------------------------------
+* Time runs along the last axis: ``x`` has shape (N,) or (batch, N) (one
+  sequence per row).  float32 and float64 are both first class: the output
+  dtype follows the input (integers give float64).  Sums are accumulated in
+  float64 whatever the dtype, so float32 results carry one float32 rounding
+  (for N = 10000 ones and gamma = 0.99 the L-inf error is about 4e-6, where a
+  float32 accumulation has 1e-4 to 3e-4).
+* ``gamma`` is a real number in [0, 1], or an array of shape (batch,) (one
+  discount per row).  gamma = 1 is allowed (the plain cumulative sum) and so
+  is gamma = 0 (y = x).  A scalar gamma serves every row.
+* ``dones`` (optional) is a mask of the shape of ``x``: ``dones[..., t]``
+  true marks t as the LAST step of an episode; no sum then crosses the
+  boundary between t and t + 1, in either direction.  With masks the
+  recurrences read
+
+      right: y_t = x_t + gamma (1 - d_t) y_{t+1},
+      left:  y_t = x_t + gamma (1 - d_{t-1}) y_{t-1}.
+
+  On the host, ``dones`` may be bool or hold 0/1 values of any real dtype;
+  on the GPU it must be a bool or uint8 array (nonzero means done).
+
+Devices
+-------
+NumPy inputs run on the parallel CPU kernels (``numbaot.cpu.scan``); device
+arrays run on the CUDA kernels (``numbaot.cuda.scan``) and results come back
+as device arrays of the same kind.  All arrays of one call must be on the same
+device (a ``TypeError`` otherwise); the O(batch) parameters ``gamma``,
+``lam`` and ``last_value`` may be host or device arrays either way (they are
+read on the host).
+
+Algorithm
+---------
+The recurrence y_p = a_p y_{p-1} + x_p (in scan order) is a prefix scan over
+the associative operator (a1, s1) o (a2, s2) = (a1 a2, s1 a2 + s2)
+(Blelloch 1990, "Prefix sums and their applications", sec. 1.4).  CPU: one
+task per row (four rows in lockstep), or, for a few long rows, chunks reduced
+in parallel, a serial scan of the chunk pairs (a, s) = (gamma^len, local
+sum) and a parallel rescan of every chunk from its carry.  CUDA: one thread
+per row for many short rows, else a work-efficient (Blelloch) shared-memory
+scan of tiles in three launches whatever N (tile reduction, scan of the tile
+carries, rescan of every tile).
+"""
+import numpy as np
+
+from . import _checks, _dispatch
+from ._checks import result_dtype
+
+__all__ = [
+    "discounted_cumsum_right",
+    "discounted_cumsum_left",
+    "discounted_cumsum_right_backward",
+    "discounted_cumsum_left_backward",
+    "gae",
+]
+
+
+# --------------------------------------------------------------------------
+# host helpers
+# --------------------------------------------------------------------------
+def _backend(device):
+    if device == "cuda":
+        _dispatch.require_cuda()
+        from .cuda import scan as backend
+    else:
+        from .cpu import scan as backend
+    return backend
+
+
+def _device(**arrays):
+    """Device of the data arrays (None ignored).  The O(batch) parameters
+    (gamma, lam, last_value) are not passed here: they may live on either
+    device and are read on the host."""
+    arrs = {k: v for k, v in arrays.items()
+            if v is not None and (_dispatch.is_device_array(v) or isinstance(v, np.ndarray))}
+    return _dispatch.device_of(**arrs)
+
+
+def _as_2d(arr, on_device, dtype):
+    """(flat C-contiguous array of ``dtype``, B, N) for a (N,) or (B, N) array."""
+    if arr.ndim == 1:
+        B, N = 1, arr.shape[0]
+    else:
+        B, N = arr.shape
+    if on_device:
+        from .cuda import scan as _cu
+
+        flat = _cu.to_flat(arr, dtype)
+    else:
+        flat = np.ascontiguousarray(arr, dtype=dtype).reshape(-1)
+    return flat, B, N
+
+
+def _flat_dones(d, on_device):
+    if d is None:
+        return None
+    if on_device:
+        from .cuda import scan as _cu
+
+        return _cu.to_flat(d, np.uint8)
+    return np.ascontiguousarray(d).reshape(-1)
+
+
+def _raise_nonfinite(backend, named, dtype, what):
+    """A result had a non-finite value: name the input with NaN/inf, else
+    report the overflow."""
+    for name, arr in named:
+        if arr is not None and backend.count_nonfinite(arr):
+            raise ValueError(f"{name} contains NaN or inf; all entries must be finite")
+    names = " and ".join(n for n, _ in named)
+    raise ValueError(
+        f"{names} are finite but {what} overflow(s) the range of {np.dtype(dtype)}"
+    )
+
+
+def _scan(x, gamma, dones, reverse, name="x"):
+    """Validate and run one scan; returns (out in x's shape, per_row, device)."""
+    device = _device(x=x, dones=dones)
+    on_dev = device == "cuda"
+    backend = _backend(device)
+    x = _checks.as_scan_array(x, name, on_device=on_dev)
+    dtype = result_dtype(np.empty(1, dtype=x.dtype))
+    xf, B, N = _as_2d(x, on_dev, dtype)
+    g, per_row = _checks.check_discount(gamma, B, "gamma", on_device=on_dev)
+    d = _flat_dones(_checks.check_dones(dones, x.shape, "dones", on_device=on_dev), on_dev)
+    out = backend.empty(B * N, dtype)
+    if B * N:
+        ends = backend.run_scan(xf, g, d, reverse, B, N, out)
+        if not np.all(np.isfinite(ends)):
+            _raise_nonfinite(backend, [(name, xf)], dtype, "the discounted sums")
+    return out.reshape(x.shape), per_row, device, backend
+
+
+def _wrap(out, like, device):
+    return _dispatch.like_input(out, like) if device == "cuda" else out
+
+
+# --------------------------------------------------------------------------
+# forward
+# --------------------------------------------------------------------------
+def discounted_cumsum_right(x, gamma, dones=None):
+    r"""Discounted cumulative sum from the right: y_t = sum_{k >= 0} gamma^k x_{t+k}.
+
+    The discounted return of reinforcement learning (Sutton & Barto 2018,
+    eq. 3.8: G_t = R_{t+1} + gamma G_{t+1}), computed by the recurrence
+    y_t = x_t + gamma (1 - d_t) y_{t+1}, y_N = 0, as a parallel prefix scan
+    (Blelloch 1990, sec. 1.4).  Same result as
+    ``scipy.signal.lfilter([1], [1, -gamma], x[..., ::-1])[..., ::-1]``.
+
+    Parameters
+    ----------
+    x : array (N,) or (batch, N), float32 or float64 (integers: float64)
+        Sequences along the last axis, e.g. the rewards r_t of ``batch``
+        trajectories of N steps.  NumPy array, or a device array for the GPU.
+    gamma : float in [0, 1], or array (batch,)
+        Discount factor, one for all rows or one per row (1 gives the plain
+        reversed cumulative sum, 0 gives y = x).
+    dones : array of x's shape (bool, or 0/1 values), optional
+        Episode boundaries: ``dones[..., t]`` true marks t as the last step of
+        an episode, so y_t does not include x_{t+1}, x_{t+2}, ... .
+
+    Returns
+    -------
+    y : array of x's shape and dtype (float64 for integer x)
+        The discounted sums (a device array of x's kind on the GPU).
+
+    Raises
+    ------
+    TypeError
+        ``x`` not numeric (complex, bool, object; on the GPU not
+        float32/float64), ``gamma`` not a real number or real array,
+        ``dones`` of a wrong dtype, or host and device arrays mixed.
+    ValueError
+        ``x`` not 1-D or 2-D; ``gamma`` outside [0, 1], NaN/inf, or an array
+        whose shape is not (batch,); ``dones`` of another shape than ``x``, or
+        (host) with values other than 0/1; ``x`` containing NaN or inf; sums
+        that overflow the output dtype.
+    numbaot._dispatch.CudaUnavailableError
+        Device arrays given but no usable GPU.
+    """
+    out, _, device, _ = _scan(x, gamma, dones, True)
+    return _wrap(out, x, device)
+
+
+def discounted_cumsum_left(x, gamma, dones=None):
+    r"""Discounted cumulative sum from the left: y_t = sum_{k >= 0} gamma^k x_{t-k}.
+
+    The recurrence y_t = x_t + gamma (1 - d_{t-1}) y_{t-1}, y_{-1} = 0 (an
+    exponential moving sum; ``scipy.signal.lfilter([1], [1, -gamma], x)``),
+    computed as a parallel prefix scan (Blelloch 1990, sec. 1.4).
+
+    Parameters
+    ----------
+    x : array (N,) or (batch, N), float32 or float64 (integers: float64)
+        Sequences along the last axis.
+    gamma : float in [0, 1], or array (batch,)
+        Discount factor, one for all rows or one per row.
+    dones : array of x's shape (bool, or 0/1 values), optional
+        ``dones[..., t]`` true marks t as the last step of an episode, so y_t
+        for t after the boundary does not include x_t' of t' <= t.
+
+    Returns
+    -------
+    y : array of x's shape and dtype (float64 for integer x)
+
+    Raises
+    ------
+    TypeError, ValueError, CudaUnavailableError
+        As :func:`discounted_cumsum_right`.
+    """
+    out, _, device, _ = _scan(x, gamma, dones, False)
+    return _wrap(out, x, device)
+
+
+# --------------------------------------------------------------------------
+# backward
+# --------------------------------------------------------------------------
+def _backward(grad_output, output, gamma, dones, reverse):
+    """Gradients of a scan in direction ``reverse`` (True: right)."""
+    device = _device(grad_output=grad_output, output=output, dones=dones)
+    on_dev = device == "cuda"
+    backend = _backend(device)
+    go = _checks.as_scan_array(grad_output, "grad_output", on_device=on_dev)
+    y = _checks.as_scan_array(output, "output", on_device=on_dev)
+    if tuple(y.shape) != tuple(go.shape):
+        raise ValueError(
+            f"output must have the shape of grad_output; got output.shape = {tuple(y.shape)} "
+            f"and grad_output.shape = {tuple(go.shape)}"
+        )
+    dtype = result_dtype(np.empty(1, dtype=go.dtype), np.empty(1, dtype=y.dtype))
+    gof, B, N = _as_2d(go, on_dev, dtype)
+    yf, _, _ = _as_2d(y, on_dev, dtype)
+    g, per_row = _checks.check_discount(gamma, B, "gamma", on_device=on_dev)
+    d = _flat_dones(_checks.check_dones(dones, go.shape, "dones", on_device=on_dev), on_dev)
+    gi = backend.empty(B * N, dtype)
+    if B * N:
+        # the transpose of the scan is the scan in the other direction
+        ends = backend.run_scan(gof, g, d, not reverse, B, N, gi)
+        if not np.all(np.isfinite(ends)):
+            _raise_nonfinite(backend, [("grad_output", gof)], dtype, "the scanned gradients")
+        gg = backend.run_gamma_grad(gi, yf, d, reverse, B, N)
+    else:
+        gg = np.zeros(B)
+    if not np.all(np.isfinite(gg)):
+        _raise_nonfinite(backend, [("output", yf), ("grad_output", gof)], dtype,
+                         "the gamma gradient")
+    if per_row:
+        grad_gamma = gg.astype(dtype)
+    else:
+        grad_gamma = dtype.type(np.sum(gg))
+    if on_dev:
+        grad_gamma = _dispatch.like_input(backend.from_host(np.asarray(grad_gamma)), grad_output)
+    return _wrap(gi.reshape(go.shape), grad_output, device), grad_gamma
+
+
+def discounted_cumsum_right_backward(grad_output, output, gamma, dones=None):
+    r"""Gradients of ``y = discounted_cumsum_right(x, gamma, dones)``.
+
+    With y_t = x_t + gamma k_t y_{t+1} (k_t = 1 - d_t) and an upstream
+    gradient g = dL/dy:
+
+    * dL/dx = the LEFT scan of g: z_t = g_t + gamma k_{t-1} z_{t-1}
+      (the transpose of the right scan; same ``dones``);
+    * dL/dgamma = sum_t z_t k_t y_{t+1}: differentiating the recurrence,
+      dy/dgamma is the right scan of u_t = k_t y_{t+1}, so
+      <g, R u> = <R^T g, u> = <z, u>.  O(N) from the forward output, no
+      second scan.
+
+    Parameters
+    ----------
+    grad_output : array (N,) or (batch, N), float32 or float64
+        dL/dy.
+    output : array of grad_output's shape
+        The forward result y (only y_{t+1}, t < N - 1, is read: y_0 of each
+        row does not enter the gradient and is not inspected).
+    gamma : float in [0, 1], or array (batch,)
+        The forward discount(s).
+    dones : array of grad_output's shape, optional
+        The forward episode mask.
+
+    Returns
+    -------
+    grad_input : array of grad_output's shape, dtype float32 when both
+        arrays are float32, else float64
+        dL/dx.
+    grad_gamma : scalar of that dtype for a scalar ``gamma`` (summed over the
+        rows), or array (batch,) for a per-row ``gamma``.  On the GPU: a
+        device array of shape (batch,), or of shape () for a scalar gamma.
+
+    Raises
+    ------
+    TypeError, ValueError, CudaUnavailableError
+        As :func:`discounted_cumsum_right`, for ``grad_output`` and
+        ``output``; ValueError also when their shapes differ.
+    """
+    return _backward(grad_output, output, gamma, dones, True)
+
+
+def discounted_cumsum_left_backward(grad_output, output, gamma, dones=None):
+    r"""Gradients of ``y = discounted_cumsum_left(x, gamma, dones)``.
+
+    With y_t = x_t + gamma k_{t-1} y_{t-1} (k_t = 1 - d_t): dL/dx is the
+    RIGHT scan of g = dL/dy, z_t = g_t + gamma k_t z_{t+1}, and
+    dL/dgamma = sum_t z_t k_{t-1} y_{t-1} (O(N) from the output).
+
+    Parameters, Returns, Raises
+    ---------------------------
+    As :func:`discounted_cumsum_right_backward` (here y_{t-1}, t >= 1, is
+    read: the last entry of each row of ``output`` is not).
+    """
+    return _backward(grad_output, output, gamma, dones, False)
+
+
+# --------------------------------------------------------------------------
+# GAE
+# --------------------------------------------------------------------------
+def gae(rewards, values, dones, gamma, lam, last_value=None):
+    r"""Generalized advantage estimation (Schulman et al. 2016, "High-dimensional
+    continuous control using generalized advantage estimation", eq. 16).
+
+    For a rollout of N steps, with d_t = ``dones[..., t]``:
+
+        delta_t = r_t + gamma (1 - d_t) V(s_{t+1}) - V(s_t),
+        A_t = delta_t + gamma lam (1 - d_t) A_{t+1},  A_N = 0,
+        returns_t = A_t + V(s_t)   (the lambda-returns, value targets).
+
+    A_t = sum_k (gamma lam)^k delta_{t+k} within the episode: a right
+    discounted cumulative sum of the TD residuals with discount gamma * lam.
+
+    Bootstrap convention: ``dones[..., t]`` true means s_{t+1} is terminal
+    (V(s_{t+1}) is taken as 0 and nothing after t is summed).  The value of
+    the state after the LAST step, V(s_N), bootstraps an unfinished rollout;
+    give it either as the extra last column of ``values`` (N + 1 entries) or
+    as ``last_value``.  With N values and no ``last_value`` V(s_N) = 0 (the
+    rollout is treated as ending in a terminal state).  A time-limit
+    truncation inside the rollout is not a termination: it cannot be expressed
+    with one mask (bootstrap it by adding gamma V(s_{t+1}) to r_t and marking
+    it done).
+
+    Parameters
+    ----------
+    rewards : array (N,) or (batch, N), float32 or float64
+        r_t, the reward received after the action at step t.
+    values : array (N + 1,) / (batch, N + 1), or (N,) / (batch, N)
+        V(s_t), the critic's values of the visited states (and V(s_N)).
+    dones : None or array of rewards' shape (bool, or 0/1 values)
+        Episode terminations (see above).
+    gamma : float in [0, 1], or array (batch,)
+        Discount factor.
+    lam : float in [0, 1], or array (batch,)
+        The GAE lambda (0: one-step TD residuals; 1: Monte-Carlo returns
+        minus V).
+    last_value : None, float, or array (batch,)
+        V(s_N) when ``values`` has N entries per row (host scalar/array; on
+        the GPU a per-row array is a device array or a host sequence).
+
+    Returns
+    -------
+    advantages : array of rewards' shape
+    returns : array of rewards' shape
+        float32 when rewards and values are float32, else float64.
+
+    Raises
+    ------
+    TypeError
+        Non-numeric arrays, wrong ``dones`` dtype, mixed devices.
+    ValueError
+        Wrong shapes (values not N or N + 1 entries per row, batch mismatch,
+        ``last_value`` given together with N + 1 values), gamma or lam
+        outside [0, 1], NaN/inf in rewards, values or last_value.
+    """
+    device = _device(rewards=rewards, values=values, dones=dones)
+    on_dev = device == "cuda"
+    backend = _backend(device)
+    r = _checks.as_scan_array(rewards, "rewards", on_device=on_dev)
+    v = _checks.as_scan_array(values, "values", on_device=on_dev)
+    if v.ndim != r.ndim or (r.ndim == 2 and v.shape[0] != r.shape[0]):
+        raise ValueError(
+            f"values must have shape {tuple(r.shape[:-1]) + ('N + 1 or N',)} for rewards of shape "
+            f"{tuple(r.shape)}; got values.shape = {tuple(v.shape)}"
+        )
+    N = r.shape[r.ndim - 1]
+    Nv = v.shape[v.ndim - 1]
+    if Nv not in (N, N + 1):
+        raise ValueError(
+            f"values must have N + 1 = {N + 1} (with V(s_N)) or N = {N} entries per row; "
+            f"got values.shape = {tuple(v.shape)}"
+        )
+    dtype = result_dtype(np.empty(1, dtype=r.dtype), np.empty(1, dtype=v.dtype))
+    rf, B, _ = _as_2d(r, on_dev, dtype)
+    vf, _, _ = _as_2d(v, on_dev, dtype)
+    g, _ = _checks.check_discount(gamma, B, "gamma", on_device=on_dev)
+    lm, _ = _checks.check_discount(lam, B, "lam", on_device=on_dev)
+    if Nv == N + 1:
+        if last_value is not None:
+            raise ValueError("last_value must be None when values has N + 1 entries per row "
+                             "(its last column is V(s_N))")
+        last = np.zeros(B)
+    elif last_value is None:
+        last = np.zeros(B)
+    else:
+        lv = last_value
+        if _dispatch.is_device_array(lv):
+            lv = _dispatch.as_device_array(lv).copy_to_host()
+        if isinstance(lv, np.ndarray) and lv.ndim == 0:
+            lv = lv[()]
+        if np.ndim(lv) == 0:
+            last = np.full(B, _checks.check_real_scalar(lv, "last_value"))
+        else:
+            last = _checks.as_real_array(lv, "last_value").astype(np.float64)
+            if last.shape != (B,):
+                raise ValueError(f"last_value must be a scalar or have shape ({B},); "
+                                 f"got shape {last.shape}")
+        if not np.all(np.isfinite(last)):
+            raise ValueError("last_value contains NaN or inf")
+    d = _flat_dones(_checks.check_dones(dones, r.shape, "dones", on_device=on_dev), on_dev)
+    adv = backend.empty(B * N, dtype)
+    ret = backend.empty(B * N, dtype)
+    if B * N:
+        delta = backend.run_gae_deltas(rf, vf, Nv, last, d, g, B, N, dtype)
+        ends = backend.run_scan(delta, g * lm, d, True, B, N, adv)
+        if not np.all(np.isfinite(ends)):
+            _raise_nonfinite(backend, [("rewards", rf), ("values", vf)], dtype, "the advantages")
+        backend.run_gae_returns(adv, vf, Nv, B, N, ret)
+    return (_wrap(adv.reshape(r.shape), rewards, device),
+            _wrap(ret.reshape(r.shape), rewards, device))
