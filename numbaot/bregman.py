@@ -50,6 +50,9 @@ __all__ = [
     "sinkhorn_stabilized",
     "sinkhorn_epsilon_scaling",
     "greenkhorn",
+    "empirical_sinkhorn",
+    "empirical_sinkhorn2",
+    "empirical_sinkhorn_divergence",
 ]
 
 _NOT_CONVERGED = (
@@ -1150,3 +1153,13 @@ def sinkhorn2(a, b, M, reg, method="sinkhorn", numItermax=1000, stopThr=1e-9,
     print_period = _checks.check_iter_count(kwargs.get("print_period", 20), "print_period")
     return _stabilized(P, reg, numItermax, tau, stopThr, warmstart, verbose, print_period,
                        log, warn, want_loss=True)
+
+
+# Point clouds (costs on the fly): defined in numbaot.empirical, exported here
+# as POT exports them from ot.bregman.  Imported last: numbaot.empirical uses
+# the solvers above.
+from .empirical import (  # noqa: E402
+    empirical_sinkhorn,
+    empirical_sinkhorn2,
+    empirical_sinkhorn_divergence,
+)

@@ -1,0 +1,136 @@
+"""CPU kernels for point clouds with costs computed on the fly ("lazy" costs).
+
+The cost between source point x_i and target point y_j (rows of ``X`` (n, d)
+and columns of ``Yt`` (d, m), float64, C order) is recomputed inside the
+reductions, so memory stays O((n + m) d): never an (n, m) matrix.
+
+metric 0: squared Euclidean ||x_i - y_j||^2; metric 1: Euclidean ||x_i - y_j||.
+
+``lazy_lse`` is the log-domain Sinkhorn half-step of Viehmann's online
+logsumexp (arXiv:1907.01729, sec. 4) in blocks: a block of COL_BLOCK costs is
+formed (vectorised over j, the point dimension d in the outer loop), its
+maximum taken, then its exponentials summed with a vectorisable polynomial
+exp and merged into the running (max, sum) pair.
+"""
+import math
+
+import numpy as np
+from numba import njit, prange
+
+from .._config import COL_BLOCK, JIT_OPTIONS, ROW_SUM_FLOOR
+from ._math import fast_exp_ftz
+
+__all__ = ["lazy_lse", "lazy_loss", "lazy_block"]
+
+_PAR = dict(JIT_OPTIONS, parallel=True)
+_SER = dict(JIT_OPTIONS)
+
+
+@njit(**_SER)
+def _costs(X, i, Yt, j0, ln, metric, buf):
+    """buf[:ln] = cost(x_i, y_j) for j in [j0, j0 + ln) (unsigned offsets:
+    a signed, non-constant start keeps Numba's wrap-around and blocks SIMD)."""
+    d = X.shape[1]
+    base = np.uint64(j0)
+    for t in range(ln):
+        buf[t] = 0.0
+    for k in range(d):
+        xk = X[i, k]
+        for t in range(ln):
+            diff = xk - Yt[k, base + np.uint64(t)]
+            buf[t] += diff * diff
+    if metric == 1:
+        for t in range(ln):
+            buf[t] = math.sqrt(buf[t])
+
+
+@njit(**_SER)
+def _row_lse_online(X, i, Yt, w, c, metric, buf):
+    """LSE_j (w_j + c cost_ij) by blocks with a running (max, sum) pair
+    (Viehmann's online logsumexp); the safe path."""
+    m = Yt.shape[1]
+    mx = -np.inf
+    s = 0.0
+    for j0 in range(0, m, COL_BLOCK):
+        ln = min(COL_BLOCK, m - j0)
+        _costs(X, i, Yt, j0, ln, metric, buf)
+        bm = -np.inf
+        for t in range(ln):
+            buf[t] = w[j0 + t] + c * buf[t]
+            bm = max(bm, buf[t])
+        if bm == -np.inf:
+            continue
+        bs = 0.0
+        for t in range(ln):
+            bs += fast_exp_ftz(buf[t] - bm)
+        if bm > mx:
+            s = s * fast_exp_ftz(mx - bm) + bs
+            mx = bm
+        else:
+            s += bs * fast_exp_ftz(bm - mx)
+    return mx + math.log(s) if mx > -np.inf else -np.inf
+
+
+@njit(**_PAR)
+def lazy_lse(X, Yt, w, c, metric, out):
+    """out[i] = LSE_j (w[j] + c * cost(x_i, y_j)), c = -1/reg; -inf entries of
+    w (zero weights) contribute nothing.
+
+    Costs are >= 0 and c < 0, so W = max_j w_j bounds every term: one pass
+    sums exp(w_j + c cost_ij - W) with no max pass and no overflow; a row
+    whose sum underflows (below ROW_SUM_FLOOR) is redone by the online pass.
+    """
+    n = X.shape[0]
+    m = Yt.shape[1]
+    W = -np.inf
+    for j in range(m):
+        W = max(W, w[j])
+    for i in prange(n):
+        buf = np.empty(COL_BLOCK)
+        s = 0.0
+        for j0 in range(0, m, COL_BLOCK):
+            ln = min(COL_BLOCK, m - j0)
+            _costs(X, i, Yt, j0, ln, metric, buf)
+            base = np.uint64(j0)
+            for t in range(ln):
+                s += fast_exp_ftz(w[base + np.uint64(t)] + c * buf[t] - W)
+        if s > ROW_SUM_FLOOR:
+            out[i] = W + math.log(s)
+        else:
+            out[i] = _row_lse_online(X, i, Yt, w, c, metric, buf)
+
+
+@njit(**_PAR)
+def lazy_loss(X, Yt, f, g, c, metric):
+    """sum_ij cost_ij exp(f_i + g_j + c cost_ij): the transport cost of the
+    plan of log-scalings (f, g), row partials summed in row order."""
+    n = X.shape[0]
+    m = Yt.shape[1]
+    part = np.zeros(n)
+    for i in prange(n):
+        if f[i] == -np.inf:
+            continue
+        buf = np.empty(COL_BLOCK)
+        acc = 0.0
+        for j0 in range(0, m, COL_BLOCK):
+            ln = min(COL_BLOCK, m - j0)
+            _costs(X, i, Yt, j0, ln, metric, buf)
+            for t in range(ln):
+                acc += buf[t] * fast_exp_ftz(f[i] + g[j0 + t] + c * buf[t])
+        part[i] = acc
+    tot = 0.0
+    for i in range(n):
+        tot += part[i]
+    return tot
+
+
+@njit(**_PAR)
+def lazy_block(X, Yt, f, g, c, metric, out):
+    """out[i, j] = exp(f_i + g_j + c cost(x_i, y_j)): a block of the plan."""
+    n = X.shape[0]
+    m = Yt.shape[1]
+    for i in prange(n):
+        buf = np.empty(m)
+        _costs(X, i, Yt, 0, m, metric, buf)
+        for j in range(m):
+            out[i, j] = math.exp(f[i] + g[j] + c * buf[j])

@@ -1,0 +1,133 @@
+"""Point-cloud entropic OT (numbaot.bregman.empirical_*) against POT 0.9.7."""
+import warnings
+
+import numpy as np
+import pytest
+
+from _helpers import ot
+
+import numbaot
+from numbaot.bregman import empirical_sinkhorn, empirical_sinkhorn2, empirical_sinkhorn_divergence
+
+
+def _clouds(rng, n=60, m=45, d=3, dtype=np.float64):
+    Xs = rng.normal(size=(n, d)).astype(dtype)
+    Xt = (rng.normal(size=(m, d)) + 0.7).astype(dtype)
+    a = rng.random(n) + 0.1
+    a /= a.sum()
+    b = rng.random(m) + 0.1
+    b /= b.sum()
+    return Xs, Xt, a.astype(dtype), b.astype(dtype)
+
+
+@pytest.mark.parametrize("metric", ["sqeuclidean", "euclidean"])
+@pytest.mark.parametrize("reg", [1.0, 1e-2])
+def test_lazy_potentials_match_pot(rng, metric, reg):
+    Xs, Xt, a, b = _clouds(rng)
+    kw = dict(metric=metric, numIterMax=40, stopThr=0.0, isLazy=True, log=True, warn=False)
+    f, g, lg = empirical_sinkhorn(Xs, Xt, reg, a, b, **kw)
+    fp, gp, lgp = ot.bregman.empirical_sinkhorn(Xs, Xt, reg, a, b, **kw)
+    np.testing.assert_allclose(f, fp, rtol=1e-10, atol=1e-10 * np.abs(fp).max())
+    np.testing.assert_allclose(g, gp, rtol=1e-10, atol=1e-10 * np.abs(gp).max())
+    assert set(lg) == set(lgp)
+    assert lg["niter"] == lgp["niter"] == 39
+    np.testing.assert_allclose(lg["err"], lgp["err"], rtol=1e-8, atol=1e-14)
+    plan, plan_p = lg["lazy_plan"], lgp["lazy_plan"]
+    assert plan.shape == plan_p.shape
+    for key in [(slice(3, 9), slice(10, 30)), (4, 7), (slice(None), 2), 5]:
+        np.testing.assert_allclose(plan[key], plan_p[key], rtol=1e-9, atol=1e-300)
+
+
+def test_lazy_stops_and_warns_as_pot(rng):
+    Xs, Xt, a, b = _clouds(rng)
+    for kw in (dict(numIterMax=500, stopThr=1e-6), dict(numIterMax=15, stopThr=1e-14)):
+        with warnings.catch_warnings(record=True) as w1:
+            warnings.simplefilter("always")
+            *_, lg = empirical_sinkhorn(Xs, Xt, 0.5, isLazy=True, log=True, **kw)
+        with warnings.catch_warnings(record=True) as w2:
+            warnings.simplefilter("always")
+            *_, lgp = ot.bregman.empirical_sinkhorn(Xs, Xt, 0.5, isLazy=True, log=True, **kw)
+        assert lg["niter"] == lgp["niter"]
+        assert [str(x.message) for x in w1] == [str(x.message) for x in w2]
+
+
+def test_lazy_loss_and_divergence_match_pot(rng):
+    Xs, Xt, a, b = _clouds(rng)
+    for metric in ("sqeuclidean", "euclidean"):
+        kw = dict(metric=metric, numIterMax=30, isLazy=True, warn=False)
+        W = empirical_sinkhorn2(Xs, Xt, 0.3, a, b, **kw)
+        Wp = ot.bregman.empirical_sinkhorn2(Xs, Xt, 0.3, a, b, **kw)
+        np.testing.assert_allclose(W, Wp, rtol=1e-10)
+    kw = dict(numIterMax=30, warn=False)
+    for lazy in (False, True):
+        S = empirical_sinkhorn_divergence(Xs, Xt, 0.3, a, b, isLazy=lazy, **kw)
+        Sp = ot.bregman.empirical_sinkhorn_divergence(Xs, Xt, 0.3, a, b, isLazy=lazy, **kw)
+        np.testing.assert_allclose(S, Sp, rtol=1e-9)
+    S, lg = empirical_sinkhorn_divergence(Xs, Xt, 0.3, log=True, **kw)
+    Sp, lgp = ot.bregman.empirical_sinkhorn_divergence(Xs, Xt, 0.3, log=True, **kw)
+    assert set(lg) == set(lgp)
+    np.testing.assert_allclose(S, Sp, rtol=1e-9)
+
+
+def test_dense_path_is_sinkhorn_on_dist(rng):
+    Xs, Xt, a, b = _clouds(rng)
+    G = empirical_sinkhorn(Xs, Xt, 0.5, numIterMax=50, warn=False)
+    Gp = ot.bregman.empirical_sinkhorn(Xs, Xt, 0.5, numIterMax=50, warn=False)
+    np.testing.assert_allclose(G, Gp, rtol=1e-9, atol=1e-15)
+    W = empirical_sinkhorn2(Xs, Xt, 0.5, a, b, metric="cityblock", numIterMax=50, warn=False)
+    Wp = ot.bregman.empirical_sinkhorn2(Xs, Xt, 0.5, a, b, metric="cityblock", numIterMax=50,
+                                        warn=False)
+    np.testing.assert_allclose(W, Wp, rtol=1e-9)
+
+
+def test_lazy_plan_marginals_against_dense_closed_form(rng):
+    """Oracle without POT: the dense plan exp(f + g - M/reg) from NumPy."""
+    Xs, Xt, a, b = _clouds(rng, n=20, m=30)
+    f, g, lg = empirical_sinkhorn(Xs, Xt, 0.4, a, b, isLazy=True, log=True, numIterMax=2000,
+                                  stopThr=1e-13)
+    M = ((Xs[:, None, :] - Xt[None, :, :]) ** 2).sum(-1)
+    P = np.exp(f[:, None] + g[None, :] - M / 0.4)
+    np.testing.assert_allclose(P.sum(1), a, atol=1e-12)
+    np.testing.assert_allclose(P.sum(0), b, atol=1e-12)
+    np.testing.assert_allclose(lg["lazy_plan"][:, :], P, rtol=1e-12, atol=1e-300)
+
+
+def test_float32_points(rng):
+    Xs, Xt, a, b = _clouds(rng, dtype=np.float32)
+    f, g = empirical_sinkhorn(Xs, Xt, 0.5, isLazy=True, numIterMax=20, warn=False)
+    assert f.dtype == np.float32 and g.dtype == np.float32
+    fp, gp = ot.bregman.empirical_sinkhorn(Xs.astype(np.float64), Xt.astype(np.float64), 0.5,
+                                           isLazy=True, numIterMax=20, warn=False)
+    np.testing.assert_allclose(f, fp, rtol=1e-5, atol=1e-5)
+
+
+def test_bad_input(rng):
+    Xs, Xt, a, b = _clouds(rng)
+    with pytest.raises(ValueError, match="metric"):
+        empirical_sinkhorn(Xs, Xt, 0.5, isLazy=True, metric="cityblock")
+    with pytest.raises(ValueError, match="same dimension"):
+        empirical_sinkhorn(Xs, Xt[:, :2], 0.5, isLazy=True)
+    with pytest.raises(ValueError, match="reg"):
+        empirical_sinkhorn(Xs, Xt, 0.0, isLazy=True)
+    with pytest.raises(ValueError, match="Batch size"):
+        empirical_sinkhorn(Xs, Xt, 0.5, isLazy=True, batchSize=(1, 2, 3))
+    bad = Xs.copy()
+    bad[0, 0] = np.nan
+    with pytest.raises(ValueError, match="X_s contains NaN"):
+        empirical_sinkhorn(bad, Xt, 0.5, isLazy=True)
+    with pytest.raises(ValueError, match="a has"):
+        empirical_sinkhorn(Xs, Xt, 0.5, a=a[:-1], isLazy=True)
+    with pytest.raises(ValueError, match="2-D"):
+        empirical_sinkhorn(Xs[0], Xt, 0.5, isLazy=True)
+
+
+def test_caller_arrays_unchanged(rng):
+    Xs, Xt, a, b = _clouds(rng)
+    copies = [x.copy() for x in (Xs, Xt, a, b)]
+    empirical_sinkhorn2(Xs, Xt, 0.5, a, b, isLazy=True, numIterMax=10, warn=False)
+    for x, y in zip((Xs, Xt, a, b), copies):
+        np.testing.assert_array_equal(x, y)
+
+
+def test_exported_from_bregman():
+    assert numbaot.bregman.empirical_sinkhorn is empirical_sinkhorn
