@@ -16,6 +16,8 @@ from .bregman import (
     sinkhorn_stabilized,
 )
 from .utils import dist, unif
+from . import gradients
+from .gradients import empirical_sinkhorn2_value_and_grad, sinkhorn2_value_and_grad
 from . import scan
 from .scan import (
     discounted_cumsum_left,
@@ -40,6 +42,10 @@ __all__ = [
     "sinkhorn_stabilized",
     "sinkhorn_epsilon_scaling",
     "greenkhorn",
+    # gradients without autodiff (numbaot.gradients)
+    "gradients",
+    "sinkhorn2_value_and_grad",
+    "empirical_sinkhorn2_value_and_grad",
     # discounted cumulative sums (numbaot.scan)
     "scan",
     "discounted_cumsum_right",

@@ -1,0 +1,133 @@
+"""Gradients of the entropic OT value (numbaot.gradients) against central
+finite differences of the same function in float64, and the value against a
+dense NumPy evaluation of <P, M> + reg * sum P log P."""
+import numpy as np
+import pytest
+
+import numbaot
+from numbaot.gradients import empirical_sinkhorn2_value_and_grad, sinkhorn2_value_and_grad
+
+TIGHT = dict(numItermax=20000, stopThr=1e-14)
+H = 1e-6
+
+
+def _fd(fun, x, direction, h=H):
+    return (fun(x + h * direction) - fun(x - h * direction)) / (2 * h)
+
+
+def _problem(rng, n=7, m=9):
+    M = rng.random((n, m))
+    a = rng.random(n) + 0.1
+    b = rng.random(m) + 0.1
+    return a / a.sum(), b / b.sum(), M
+
+
+@pytest.mark.parametrize("method", ["sinkhorn", "sinkhorn_log"])
+def test_gradients_match_finite_differences(rng, method):
+    a, b, M = _problem(rng)
+    kw = dict(method=method, **TIGHT)
+    val, g = sinkhorn2_value_and_grad(a, b, M, 0.2, **kw)
+    for _ in range(3):
+        E = rng.normal(size=M.shape)
+        fd = _fd(lambda X: sinkhorn2_value_and_grad(a, b, X, 0.2, **kw)[0], M, E)
+        np.testing.assert_allclose(np.sum(g["M"] * E), fd, rtol=1e-6, atol=1e-9)
+        da = rng.normal(size=a.shape)
+        da -= da.mean()  # mass-preserving direction
+        fd = _fd(lambda x: sinkhorn2_value_and_grad(x, b, M, 0.2, **kw)[0], a, da)
+        np.testing.assert_allclose(g["a"] @ da, fd, rtol=1e-6, atol=1e-9)
+        db = rng.normal(size=b.shape)
+        db -= db.mean()
+        fd = _fd(lambda x: sinkhorn2_value_and_grad(a, x, M, 0.2, **kw)[0], b, db)
+        np.testing.assert_allclose(g["b"] @ db, fd, rtol=1e-6, atol=1e-9)
+    # the value is <P, M> + reg * sum P log P at the returned plan (dense oracle)
+    P = g["M"]
+    np.testing.assert_allclose(val, np.sum(P * M) + 0.2 * np.sum(P * np.log(P)), rtol=1e-12)
+    np.testing.assert_allclose(g["a"].sum(), 0.0, atol=1e-12)
+
+
+def test_seed_setting_three_gaussians_reg_1e_3():
+    """The seed notebook's 1-D setting: 100 bins on [0, 1], Gaussian
+    histograms, squared distance, reg = 1e-3 (log domain)."""
+    x = np.linspace(0, 1, 100)
+    hists = [np.exp(-((x - mu) ** 2) / (2 * s ** 2)) for mu, s in ((0.2, 0.05), (0.5, 0.08),
+                                                                    (0.8, 0.04))]
+    a, b, c = (h / h.sum() for h in hists)
+    M = (x[:, None] - x[None, :]) ** 2
+    kw = dict(method="sinkhorn_log", numItermax=5000, stopThr=1e-13)
+    for p, q in ((a, b), (b, c)):
+        val, g = sinkhorn2_value_and_grad(p, q, M, 1e-3, **kw)
+        rng = np.random.default_rng(0)
+        d = rng.normal(size=100) * p
+        d -= p * d.sum() / p.sum()  # mass-preserving, stays positive for small h
+        fd = _fd(lambda y: sinkhorn2_value_and_grad(y, q, M, 1e-3, **kw)[0], p, d, h=1e-7)
+        np.testing.assert_allclose(g["a"] @ d, fd, rtol=1e-5, atol=1e-10)
+        E = rng.normal(size=M.shape)
+        fd = _fd(lambda X: sinkhorn2_value_and_grad(p, q, X, 1e-3, **kw)[0], M, E, h=1e-7)
+        np.testing.assert_allclose(np.sum(g["M"] * E), fd, rtol=1e-5, atol=1e-10)
+
+
+def test_batches_give_per_problem_values_and_gradients(rng):
+    a, b, M = _problem(rng)
+    B = np.stack([b, b[::-1], np.roll(b, 3)], axis=1)
+    A = np.stack([a, a[::-1], np.roll(a, 2)], axis=1)
+    for aa in (a, A):
+        vals, g = sinkhorn2_value_and_grad(aa, B, M, 0.3, method="sinkhorn_log", **TIGHT)
+        assert vals.shape == (3,) and g["M"].shape == (3,) + M.shape
+        assert g["b"].shape == B.shape and g["a"].shape == (a.shape[0], 3)
+        for k in range(3):
+            ak = aa if aa.ndim == 1 else aa[:, k]
+            v1, g1 = sinkhorn2_value_and_grad(ak, B[:, k], M, 0.3, method="sinkhorn_log", **TIGHT)
+            np.testing.assert_allclose(vals[k], v1, rtol=1e-10)
+            np.testing.assert_allclose(g["M"][k], g1["M"], rtol=1e-8, atol=1e-15)
+            np.testing.assert_allclose(g["b"][:, k], g1["b"], rtol=1e-8, atol=1e-12)
+
+
+@pytest.mark.parametrize("metric", ["sqeuclidean", "euclidean"])
+def test_point_cloud_gradients(rng, metric):
+    Xs = rng.normal(size=(6, 2))
+    Xt = rng.normal(size=(8, 2)) + 0.3
+    kw = dict(numIterMax=50000, stopThr=1e-14, metric=metric)
+    val, g = empirical_sinkhorn2_value_and_grad(Xs, Xt, 0.5, **kw)
+    E = rng.normal(size=Xs.shape)
+    fd = _fd(lambda X: empirical_sinkhorn2_value_and_grad(X, Xt, 0.5, **kw)[0], Xs, E)
+    np.testing.assert_allclose(np.sum(g["X_s"] * E), fd, rtol=1e-6, atol=1e-9)
+    E = rng.normal(size=Xt.shape)
+    fd = _fd(lambda X: empirical_sinkhorn2_value_and_grad(Xs, X, 0.5, **kw)[0], Xt, E)
+    np.testing.assert_allclose(np.sum(g["X_t"] * E), fd, rtol=1e-6, atol=1e-9)
+    a = np.full(6, 1 / 6)
+    da = rng.normal(size=6)
+    da -= da.mean()
+    fd = _fd(lambda x: empirical_sinkhorn2_value_and_grad(Xs, Xt, 0.5, a=x, **kw)[0], a, da)
+    np.testing.assert_allclose(g["a"] @ da, fd, rtol=1e-6, atol=1e-9)
+    # same value as the dense computation on the explicit cost matrix
+    Md = ((Xs[:, None] - Xt[None]) ** 2).sum(-1)
+    Md = np.sqrt(Md) if metric == "euclidean" else Md
+    vd, gd = sinkhorn2_value_and_grad([], [], Md, 0.5, method="sinkhorn_log", **TIGHT)
+    np.testing.assert_allclose(val, vd, rtol=1e-10)
+
+
+def test_point_cloud_batch(rng):
+    Xs, Xt = rng.normal(size=(5, 2)), rng.normal(size=(6, 2))
+    B = rng.random((6, 2)) + 0.1
+    B /= B.sum(0)
+    vals, g = empirical_sinkhorn2_value_and_grad(Xs, Xt, 0.5, b=B, numIterMax=5000, stopThr=1e-13)
+    assert vals.shape == (2,) and g["X_s"].shape == (2, 5, 2) and g["b"].shape == (6, 2)
+    v1, g1 = empirical_sinkhorn2_value_and_grad(Xs, Xt, 0.5, b=B[:, 1], numIterMax=5000,
+                                                stopThr=1e-13)
+    np.testing.assert_allclose(vals[1], v1, rtol=1e-12)
+    np.testing.assert_allclose(g["X_s"][1], g1["X_s"], rtol=1e-10)
+
+
+def test_bad_input(rng):
+    a, b, M = _problem(rng)
+    with pytest.raises(ValueError, match="Unknown method"):
+        sinkhorn2_value_and_grad(a, b, M, 0.1, method="greenkhorn")
+    with pytest.raises(ValueError, match="reg"):
+        sinkhorn2_value_and_grad(a, b, M, -1.0)
+    with pytest.raises(ValueError, match="metric"):
+        empirical_sinkhorn2_value_and_grad(np.ones((3, 2)), np.ones((3, 2)), 0.1, metric="cosine")
+
+
+def test_exported():
+    assert numbaot.sinkhorn2_value_and_grad is sinkhorn2_value_and_grad
+    assert numbaot.empirical_sinkhorn2_value_and_grad is empirical_sinkhorn2_value_and_grad
