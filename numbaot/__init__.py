@@ -7,6 +7,7 @@ numbaot compiles nothing and never touches a GPU driver.
 """
 from . import bregman, utils
 from .bregman import (
+    barycenter,
     greenkhorn,
     sinkhorn,
     sinkhorn2,
@@ -42,6 +43,7 @@ __all__ = [
     "sinkhorn_stabilized",
     "sinkhorn_epsilon_scaling",
     "greenkhorn",
+    "barycenter",
     # gradients without autodiff (numbaot.gradients)
     "gradients",
     "sinkhorn2_value_and_grad",

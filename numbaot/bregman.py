@@ -53,6 +53,10 @@ __all__ = [
     "empirical_sinkhorn",
     "empirical_sinkhorn2",
     "empirical_sinkhorn_divergence",
+    "barycenter",
+    "barycenter_sinkhorn",
+    "barycenter_stabilized",
+    "convolutional_barycenter2d",
 ]
 
 _NOT_CONVERGED = (
@@ -1162,4 +1166,10 @@ from .empirical import (  # noqa: E402
     empirical_sinkhorn,
     empirical_sinkhorn2,
     empirical_sinkhorn_divergence,
+)
+from .barycenters import (  # noqa: E402
+    barycenter,
+    barycenter_sinkhorn,
+    barycenter_stabilized,
+    convolutional_barycenter2d,
 )
