@@ -27,6 +27,8 @@ from .scan import (
     discounted_cumsum_right_backward,
     gae,
 )
+from . import implicit
+from .implicit import sinkhorn_operator, sinkhorn_operator_backward
 
 __version__ = "0.1.0"
 
@@ -55,4 +57,8 @@ __all__ = [
     "discounted_cumsum_right_backward",
     "discounted_cumsum_left_backward",
     "gae",
+    # numbaot.implicit: the Sinkhorn operator on batches of small matrices
+    "implicit",
+    "sinkhorn_operator",
+    "sinkhorn_operator_backward",
 ]

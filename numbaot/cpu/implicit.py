@@ -1,0 +1,658 @@
+"""CPU kernels of the Sinkhorn operator on batches of small n x n matrices and
+of its backward passes, mirrored by name in ``numbaot/cuda/implicit.py``.
+
+Conventions shared by every kernel here
+----------------------------------------
+* Inputs are C-contiguous (B, n, n) arrays (the flattened batch), float32 or
+  float64, only ever read.  Arithmetic is float64 whatever the input dtype;
+  outputs are cast to the output array's dtype on the final store.
+* Parallelism: ``prange`` over work items of ``lanes_for(n)`` consecutive
+  matrices, stored side by side in float64 workspaces W[i, j, lane]
+  (batch-minor): every inner loop runs over the lanes and vectorises, with
+  no horizontal reductions and no per-matrix overhead even for n = 4.  Lanes
+  never mix: a lane's arithmetic is exactly that of its matrix alone (lanes
+  that stop early are frozen, not averaged), so results are bit-identical
+  for any thread count and any batch composition.
+* Log-domain scalings: R = exp(X + f 1^T + 1 g^T).  One Sinkhorn iteration is a
+  row normalisation f_i <- -LSE_j(X_ij + g_j) followed by a column
+  normalisation g_j <- -LSE_i(X_ij + f_i) (Mena et al. 2018, Gumbel-Sinkhorn,
+  eq. 3: S^l = T_c(T_r(S^{l-1})), S^0 = exp X).  Each logsumexp is shifted by
+  a bound (row max of X + max g; column max of X + max f) that needs no max
+  pass per iteration; a sum below ``_SUM_FLOOR`` (possible only for |X|
+  spreads beyond ~460) is recomputed with the exact max.
+"""
+import math
+
+import numpy as np
+from llvmlite import ir
+from numba import njit, prange, types
+from numba.extending import intrinsic
+
+from .._config import JIT_OPTIONS
+from ._math import _bits_to_float64, fast_exp
+
+_PAR = dict(JIT_OPTIONS, parallel=True)
+_SER = dict(JIT_OPTIONS)
+
+#: a shifted exp-sum below this is recomputed with the exact max shift
+_SUM_FLOOR = 1e-200
+
+
+def lanes_for(n):
+    """Matrices per work item, stored side by side (batch-minor, W[i, j,
+    lane]): every inner loop runs over the lanes and vectorises whatever n,
+    with no horizontal reductions.  A run-time value on purpose: LLVM fully
+    unrolls loops of small constant trip count into scalar code instead of
+    vectorising them.  64 lanes (two unrolled AVX-512 bodies) up to n = 16,
+    then 32 (an n = 64 work item's matrix copy is 1 MiB)."""
+    return 64 if n <= 16 else 32
+
+
+# --------------------------------------------------------------------------
+# input checks (one read pass, no temporary)
+# --------------------------------------------------------------------------
+@njit(**_PAR)
+def count_invalid(x, nonneg, out):
+    """out[0] = number of non-finite entries of the flat array ``x``;
+    out[1] = number of negative entries (counted only when ``nonneg``)."""
+    N = x.size
+    n_items = (N + 65535) // 65536
+    n_bad = 0
+    n_neg = 0
+    for t in prange(n_items):
+        lo = t * 65536
+        cnt = min(65536, N - lo)
+        bad = 0
+        neg = 0
+        for k in range(cnt):
+            v = np.float64(x[lo + k])
+            if not (v - v == 0.0):
+                bad += 1
+            if nonneg and v < 0.0:
+                neg += 1
+        n_bad += bad
+        n_neg += neg
+    out[0] = n_bad
+    out[1] = n_neg
+
+
+# --------------------------------------------------------------------------
+# forward
+# --------------------------------------------------------------------------
+@intrinsic
+def _float64_to_bits(typingctx, x):
+    """Reinterpret the 64 bits of a float64 as an int64 (no conversion)."""
+    sig = types.int64(types.float64)
+
+    def codegen(context, builder, signature, args):
+        return builder.bitcast(args[0], ir.IntType(64))
+
+    return sig, codegen
+
+
+_LN2_HI = 6.93147180369123816490e-01
+_LN2_LO = 1.90821492927058770002e-10
+_SQRT2 = 1.4142135623730951
+
+
+@njit(inline="always", **_SER)
+def fast_log(x):
+    """log(x) for a positive, normal, finite float64 x (the kernels call it
+    on shifted exp-sums >= _SUM_FLOOR only); vectorisable.  x = 2^e m with
+    m in [sqrt(1/2), sqrt(2)), log m = 2 atanh(t), t = (m-1)/(m+1),
+    |t| <= 0.1716, by its series to t^19 (truncation < 3e-17 relative)."""
+    bits = _float64_to_bits(x)
+    e = np.float64((bits >> 52) - 1023)
+    m = _bits_to_float64((bits & 0x000FFFFFFFFFFFFF) | 0x3FF0000000000000)
+    big = m > _SQRT2
+    m = m * 0.5 if big else m
+    e = e + 1.0 if big else e
+    t = (m - 1.0) / (m + 1.0)
+    t2 = t * t
+    p = 1.0 / 19.0
+    p = p * t2 + 1.0 / 17.0
+    p = p * t2 + 1.0 / 15.0
+    p = p * t2 + 1.0 / 13.0
+    p = p * t2 + 1.0 / 11.0
+    p = p * t2 + 1.0 / 9.0
+    p = p * t2 + 1.0 / 7.0
+    p = p * t2 + 1.0 / 5.0
+    p = p * t2 + 1.0 / 3.0
+    p = p * t2 + 1.0
+    return e * _LN2_HI + (e * _LN2_LO + 2.0 * t * p)
+
+
+# --------------------------------------------------------------------------
+# lane layout: a work item holds L = lanes_for(n) matrices side by side
+# --------------------------------------------------------------------------
+@njit(inline="always", **_SER)
+def _gather(A, b0, B, W):
+    """W[i, j, c] = float64(A[b0 + c, i, j]) for the lanes with b0 + c < B, 0
+    in the padding lanes.  Lanes innermost: the reads walk L matrices at
+    once (L cache lines, reused for consecutive j), the writes are
+    contiguous."""
+    L = W.shape[2]
+    n = W.shape[0]
+    nl = min(L, B - b0)
+    if nl < L:
+        for i in range(n):
+            for j in range(n):
+                for c in range(L):
+                    W[i, j, c] = 0.0
+    for i in range(n):
+        for j in range(n):
+            for c in range(nl):
+                W[i, j, c] = np.float64(A[b0 + c, i, j])
+
+
+@njit(inline="always", **_SER)
+def _load(X, b0, B, W, xr, xc):
+    """W[i, j, c] = float64(X[b0 + c, i, j]) for the lanes c with b0 + c < B
+    (0 in the padding lanes); xr[i, c], xc[j, c] = row and column maxima."""
+    L = W.shape[2]
+    n = W.shape[0]
+    _gather(X, b0, B, W)
+    for i in range(n):
+        for c in range(L):
+            xr[i, c] = -np.inf
+            xc[i, c] = -np.inf
+    for i in range(n):
+        for j in range(n):
+            for c in range(L):
+                w = W[i, j, c]
+                xr[i, c] = max(xr[i, c], w)
+                xc[j, c] = max(xc[j, c], w)
+
+
+@njit(inline="always", **_SER)
+def _lane_max(v, out):
+    """out[c] = max_k v[k, c]."""
+    L = out.shape[0]
+    for c in range(L):
+        out[c] = -np.inf
+    for k in range(v.shape[0]):
+        for c in range(L):
+            out[c] = max(out[c], v[k, c])
+
+
+@njit(**_SER)
+def _row_pass(W, g, xr, acc, vmax, out):
+    """out[i, c] = -LSE_j(W[i, j, c] + g[j, c]) (the new row scaling f).
+
+    Shift xr_i + max_j g_j >= the row max, so nothing overflows; a sum below
+    _SUM_FLOOR (only for |X| spreads beyond ~460) is recomputed with the
+    exact row max."""
+    L = acc.shape[0]
+    n = W.shape[0]
+    _lane_max(g, vmax)
+    for i in range(n):
+        for c in range(L):
+            acc[c] = 0.0
+        for j in range(n):
+            for c in range(L):
+                acc[c] += fast_exp(W[i, j, c] + g[j, c] - xr[i, c] - vmax[c])
+        for c in range(L):
+            s = acc[c]
+            m = xr[i, c] + vmax[c]
+            if s < _SUM_FLOOR:
+                m = -np.inf
+                for j in range(n):
+                    m = max(m, W[i, j, c] + g[j, c])
+                s = 0.0
+                for j in range(n):
+                    s += fast_exp(W[i, j, c] + g[j, c] - m)
+            out[i, c] = -(m + fast_log(s))
+
+
+@njit(**_SER)
+def _col_pass(W, f, xc, acc2, vmax, out):
+    """out[j, c] = -LSE_i(W[i, j, c] + f[i, c]) (the new column scaling g),
+    rows swept in memory order into the accumulators acc2[j, c]; shift and
+    underflow fallback as in ``_row_pass``."""
+    L = vmax.shape[0]
+    n = W.shape[0]
+    _lane_max(f, vmax)
+    for j in range(n):
+        for c in range(L):
+            acc2[j, c] = 0.0
+    for i in range(n):
+        for j in range(n):
+            for c in range(L):
+                acc2[j, c] += fast_exp(W[i, j, c] + f[i, c] - xc[j, c] - vmax[c])
+    for j in range(n):
+        for c in range(L):
+            s = acc2[j, c]
+            m = xc[j, c] + vmax[c]
+            if s < _SUM_FLOOR:
+                m = -np.inf
+                for i in range(n):
+                    m = max(m, W[i, j, c] + f[i, c])
+                s = 0.0
+                for i in range(n):
+                    s += fast_exp(W[i, j, c] + f[i, c] - m)
+            out[j, c] = -(m + fast_log(s))
+
+
+@njit(**_SER)
+def _forward_lanes(W, xr, xc, n_iter, tol, F, Gh, hist, acc, acc2, vmax, Kc, ff, gf):
+    """Run the Sinkhorn iterations on the L matrices of a work item.
+
+    With ``hist`` the scalings of every iteration are kept: F[k-1] = f^k
+    (k = 1..K), Gh[k] = g^k (k = 0..K, g^0 = 0); otherwise F and Gh have two
+    slots used alternately.  Kc[c] = K, the iteration count of lane c's
+    result; ff[:, c], gf[:, c] = its f^K, g^K.
+
+    Stopping (tol >= 0; tol < 0: never): before iteration k+1 (k >= 1) the
+    row pass yields the row sums of R^k, sum_j R^k_ij = exp(f^k_i -
+    f^{k+1}_i); a lane whose max_i |sum_j R^k_ij - 1| < tol keeps R^k (its
+    column sums are 1 up to rounding: every iteration ends with the column
+    normalisation).  Stopped lanes keep iterating (their later iterates are
+    discarded; the history stays finite) until every lane has stopped.
+    """
+    L = acc.shape[0]
+    n = W.shape[0]
+    for j in range(n):
+        for c in range(L):
+            Gh[0, j, c] = 0.0
+    for c in range(L):
+        Kc[c] = -1
+    n_done = 0
+    for it in range(n_iter):
+        g = Gh[it if hist else it & 1]
+        fo = F[(it - 1) if hist else (it - 1) & 1]
+        fn = F[it if hist else it & 1]
+        _row_pass(W, g, xr, acc, vmax, fn)
+        if tol >= 0.0 and it > 0:
+            for c in range(L):
+                acc[c] = 0.0
+            for i in range(n):
+                for c in range(L):
+                    acc[c] = max(acc[c], abs(fast_exp(fo[i, c] - fn[i, c]) - 1.0))
+            for c in range(L):
+                if Kc[c] < 0 and acc[c] < tol:
+                    Kc[c] = it
+                    n_done += 1
+                    for i in range(n):
+                        ff[i, c] = fo[i, c]
+                        gf[i, c] = g[i, c]
+            if n_done == L:
+                return
+        _col_pass(W, fn, xc, acc2, vmax, Gh[(it + 1) if hist else (it + 1) & 1])
+    fl = F[(n_iter - 1) if hist else (n_iter - 1) & 1]
+    gl = Gh[n_iter if hist else n_iter & 1]
+    for c in range(L):
+        if Kc[c] < 0:
+            Kc[c] = n_iter
+            for i in range(n):
+                ff[i, c] = fl[i, c]
+                gf[i, c] = gl[i, c]
+
+
+@njit(**_PAR)
+def operator_forward(X, n_iter, tol, lanes, R, iters):
+    """R[b] = S_K(X[b]) = exp(X + f 1^T + 1 g^T) after K Sinkhorn iterations,
+    K = n_iter, or fewer when tol >= 0 (see ``_forward_lanes``); iters[b] = K.
+
+    X, R: (B, n, n); iters: (B,) int64.
+    """
+    L = lanes
+    B = X.shape[0]
+    n = X.shape[1]
+    n_items = (B + L - 1) // L
+    for t in prange(n_items):
+        W = np.empty((n, n, L))
+        F = np.empty((2, n, L))
+        Gh = np.empty((2, n, L))
+        xr = np.empty((n, L))
+        xc = np.empty((n, L))
+        acc2 = np.empty((n, L))
+        ff = np.empty((n, L))
+        gf = np.empty((n, L))
+        acc = np.empty(L)
+        vmax = np.empty(L)
+        Kc = np.empty(L, dtype=np.int64)
+        b0 = t * L
+        _load(X, b0, B, W, xr, xc)
+        _forward_lanes(W, xr, xc, n_iter, tol, F, Gh, False, acc, acc2, vmax, Kc, ff, gf)
+        nl = min(L, B - b0)
+        for c in range(nl):
+            iters[b0 + c] = Kc[c]
+        for i in range(n):
+            for j in range(n):
+                for c in range(nl):
+                    R[b0 + c, i, j] = fast_exp(W[i, j, c] + ff[i, c] + gf[j, c])
+
+
+# --------------------------------------------------------------------------
+# implicit backward (conjugate gradient)
+# --------------------------------------------------------------------------
+@njit(inline="always", **_SER)
+def _project(x, tmp):
+    """x[:, c] <- x[:, c] - mean(x[:, c]) (projection onto 1-perp)."""
+    L = tmp.shape[0]
+    n = x.shape[0]
+    for c in range(L):
+        tmp[c] = 0.0
+    for k in range(n):
+        for c in range(L):
+            tmp[c] += x[k, c]
+    for c in range(L):
+        tmp[c] /= n
+    for k in range(n):
+        for c in range(L):
+            x[k, c] -= tmp[c]
+
+
+@njit(inline="always", **_SER)
+def _dot(x, y, out):
+    L = out.shape[0]
+    for c in range(L):
+        out[c] = 0.0
+    for k in range(x.shape[0]):
+        for c in range(L):
+            out[c] += x[k, c] * y[k, c]
+
+
+@njit(**_SER)
+def _apply_schur(W, rinv, cvec, p, q, out, tmp):
+    """out = diag(cvec) p - W^T (rinv * (W p)), projected onto 1-perp
+    (q: workspace); two mat-vecs per lane, W^T W is never formed."""
+    L = tmp.shape[0]
+    n = W.shape[0]
+    for i in range(n):
+        for c in range(L):
+            tmp[c] = 0.0
+        for j in range(n):
+            for c in range(L):
+                tmp[c] += W[i, j, c] * p[j, c]
+        for c in range(L):
+            q[i, c] = rinv[i, c] * tmp[c]
+    for j in range(n):
+        for c in range(L):
+            out[j, c] = cvec[j, c] * p[j, c]
+    for i in range(n):
+        for j in range(n):
+            for c in range(L):
+                out[j, c] -= W[i, j, c] * q[i, c]
+    _project(out, tmp)
+
+
+@njit(**_SER)
+def _cg_lanes(W, rinv, cvec, rhs, x, res, p, Ap, q, max_iter, cg_tol,
+              rs, thr, pAp, active, its, relres, tmp):
+    """Projected conjugate gradient, lane by lane, for A x = rhs with
+    A = diag(cvec) - W^T diag(rinv) W restricted to 1-perp (rhs projected
+    first; x0 = 0).  A lane stops when ||res||_2 <= cg_tol ||rhs||_2, after
+    max_iter iterations, or when p^T A p <= 0 (no positive curvature:
+    breakdown); a stopped lane is frozen (its x never changes again), so
+    each lane's result is that of CG run on its matrix alone.
+    its[c] = iterations, relres[c] = final ||res|| / ||rhs||."""
+    L = tmp.shape[0]
+    n = W.shape[0]
+    _project(rhs, tmp)
+    for k in range(n):
+        for c in range(L):
+            x[k, c] = 0.0
+            res[k, c] = rhs[k, c]
+            p[k, c] = rhs[k, c]
+    _dot(res, res, rs)
+    n_active = 0
+    for c in range(L):
+        bn = math.sqrt(rs[c])
+        thr[c] = cg_tol * bn
+        relres[c] = bn  # ||rhs||, divided out at the end
+        its[c] = 0
+        active[c] = bn > 0.0
+        n_active += active[c]
+    it = 0
+    while it < max_iter and n_active > 0:
+        _apply_schur(W, rinv, cvec, p, q, Ap, tmp)
+        _dot(p, Ap, pAp)
+        for c in range(L):
+            if active[c] and not (pAp[c] > 0.0):
+                active[c] = False
+                n_active -= 1
+            pAp[c] = rs[c] / pAp[c] if active[c] else 0.0   # alpha
+        for k in range(n):
+            for c in range(L):
+                x[k, c] += pAp[c] * p[k, c]
+                res[k, c] -= pAp[c] * Ap[k, c]
+        _dot(res, res, tmp)
+        for c in range(L):
+            if active[c]:
+                its[c] += 1
+                beta = tmp[c] / rs[c]
+                rs[c] = tmp[c]
+                if math.sqrt(tmp[c]) <= thr[c]:
+                    active[c] = False
+                    n_active -= 1
+                pAp[c] = beta
+            else:
+                pAp[c] = 0.0
+        for k in range(n):
+            for c in range(L):
+                if active[c]:
+                    p[k, c] = res[k, c] + pAp[c] * p[k, c]
+        it += 1
+    for c in range(L):
+        relres[c] = math.sqrt(rs[c]) / relres[c] if relres[c] > 0.0 else 0.0
+
+
+@njit(**_PAR)
+def implicit_backward(R, G, corrected, max_iter, cg_tol, lanes, dX, iters, relres):
+    """dX[b] = (G - u 1^T - 1 v^T) * R for every matrix of the batch, where
+    (u, v) solves [[diag(r), R], [R^T, diag(c)]] [u; v] = [s_r; s_c] with
+    s_r = (G*R) 1, s_c = (G*R)^T 1; r = c = 1 (``corrected`` False, the
+    doubly-stochastic system [[I, R], [R^T, I]]) or r, c the actual row and
+    column sums of R (``corrected`` True).  v is the solution in 1-perp of the
+    Schur complement system (diag(c) - R^T diag(r)^-1 R) v = s_c - R^T
+    diag(r)^-1 s_r (projected CG, ``_cg_lanes``), u = diag(r)^-1 (s_r - R v);
+    a zero row sum gives r_i^-1 := 0 (that row of dX is 0 anyway).
+
+    R, G, dX: (B, n, n); iters (B,) int64 CG iterations; relres (B,) float64
+    final relative residual.
+    """
+    L = lanes
+    B = R.shape[0]
+    n = R.shape[1]
+    n_items = (B + L - 1) // L
+    for t in prange(n_items):
+        W = np.empty((n, n, L))
+        t1 = np.empty(n)
+        t2 = np.empty(n)
+        sr = np.empty((n, L))
+        sc = np.empty((n, L))
+        rinv = np.empty((n, L))
+        cvec = np.empty((n, L))
+        rhs = np.empty((n, L))
+        v = np.empty((n, L))
+        res = np.empty((n, L))
+        p = np.empty((n, L))
+        Ap = np.empty((n, L))
+        q = np.empty((n, L))
+        rs = np.empty(L)
+        thr = np.empty(L)
+        pAp = np.empty(L)
+        tmp = np.empty(L)
+        rr = np.empty(L)
+        its = np.empty(L, dtype=np.int64)
+        active = np.empty(L, dtype=np.bool_)
+        b0 = t * L
+        nl = min(L, B - b0)
+        if nl < L:
+            for i in range(n):
+                for j in range(n):
+                    for c in range(L):
+                        W[i, j, c] = 0.0
+        for i in range(n):
+            for c in range(L):
+                sr[i, c] = 0.0
+                sc[i, c] = 0.0
+                rinv[i, c] = 0.0
+                cvec[i, c] = 0.0
+        # marginals of G*R and of R, matrix by matrix in memory order, and
+        # the lane copy W of R (one pass over R and G)
+        for c in range(nl):
+            b = b0 + c
+            for j in range(n):
+                t1[j] = 0.0
+                t2[j] = 0.0
+            for i in range(n):
+                s = 0.0
+                r = 0.0
+                for j in range(n):
+                    w = np.float64(R[b, i, j])
+                    h = np.float64(G[b, i, j]) * w
+                    W[i, j, c] = w
+                    s += h
+                    r += w
+                    t1[j] += h
+                    t2[j] += w
+                sr[i, c] = s
+                rinv[i, c] = r
+            for j in range(n):
+                sc[j, c] = t1[j]
+                cvec[j, c] = t2[j]
+        for i in range(n):
+            for c in range(L):
+                if corrected:
+                    r = rinv[i, c]
+                    rinv[i, c] = 1.0 / r if r > 0.0 else 0.0
+                else:
+                    rinv[i, c] = 1.0
+                    cvec[i, c] = 1.0
+        # rhs = s_c - R^T diag(rinv) s_r
+        for j in range(n):
+            for c in range(L):
+                rhs[j, c] = sc[j, c]
+        for i in range(n):
+            for j in range(n):
+                for c in range(L):
+                    rhs[j, c] -= W[i, j, c] * (rinv[i, c] * sr[i, c])
+        _cg_lanes(W, rinv, cvec, rhs, v, res, p, Ap, q, max_iter, cg_tol,
+                  rs, thr, pAp, active, its, rr, tmp)
+        # u = diag(rinv) (s_r - R v), kept in q
+        for i in range(n):
+            for c in range(L):
+                tmp[c] = 0.0
+            for j in range(n):
+                for c in range(L):
+                    tmp[c] += W[i, j, c] * v[j, c]
+            for c in range(L):
+                q[i, c] = rinv[i, c] * (sr[i, c] - tmp[c])
+        for c in range(nl):
+            iters[b0 + c] = its[c]
+            relres[b0 + c] = rr[c]
+        for c in range(nl):
+            b = b0 + c
+            for j in range(n):
+                t1[j] = v[j, c]
+            for i in range(n):
+                ui = q[i, c]
+                for j in range(n):
+                    dX[b, i, j] = (np.float64(G[b, i, j]) - ui - t1[j]) * np.float64(R[b, i, j])
+
+
+# --------------------------------------------------------------------------
+# unrolled backward (exact gradient of the finite-iteration forward)
+# --------------------------------------------------------------------------
+@njit(**_PAR)
+def unrolled_backward(X, G, n_iter, tol, lanes, dX, iters):
+    """dX[b] = d<G[b], S_K(X[b])>/dX[b]: reverse mode through the K Sinkhorn
+    iterations of ``operator_forward`` (same n_iter and tol, so the same K;
+    iters[b] = K).
+
+    The forward is recomputed from X keeping only the log-scalings f^k, g^k
+    (2 n float64 per iteration per matrix, in the work item's workspace);
+    the reverse sweep recomputes each iterate's entries from them.  With
+    P^k = exp(X + f^k 1^T + 1 g^k^T) (column-normalised; P^K = R) and
+    Q^k = exp(X + f^k 1^T + 1 g^{k-1}^T) (row-normalised), the adjoints are
+    gbar^K = s_c, fbar^K = s_r - P^K gbar^K, fbar^k = -P^k gbar^k (k < K),
+    gbar^{k-1} = -Q^k^T fbar^k, and dX = G*R - sum_k (1 gbar^k^T * P^k +
+    fbar^k 1^T * Q^k).  Two exponentials per entry per iteration in the
+    reverse sweep (P and Q, both <= 1), two in the forward recomputation.  Lanes with different
+    K (tol) are masked: lane c joins the sweep at k = K_c.
+    """
+    L = lanes
+    B = X.shape[0]
+    n = X.shape[1]
+    n_items = (B + L - 1) // L
+    for t in prange(n_items):
+        W = np.empty((n, n, L))
+        GW = np.empty((n, n, L))
+        D = np.empty((n, n, L))
+        F = np.empty((n_iter, n, L))
+        Gh = np.empty((n_iter + 1, n, L))
+        xr = np.empty((n, L))
+        xc = np.empty((n, L))
+        acc2 = np.empty((n, L))
+        ff = np.empty((n, L))
+        gf = np.empty((n, L))
+        fb = np.empty((n, L))
+        gb = np.empty((n, L))
+        gbn = np.empty((n, L))
+        acc = np.empty(L)
+        vmax = np.empty(L)
+        act = np.empty(L)
+        first = np.empty(L)
+        fbi = np.empty(L)
+        Kc = np.empty(L, dtype=np.int64)
+        b0 = t * L
+        nl = min(L, B - b0)
+        _load(X, b0, B, W, xr, xc)
+        _gather(G, b0, B, GW)
+        _forward_lanes(W, xr, xc, n_iter, tol, F, Gh, True, acc, acc2, vmax, Kc, ff, gf)
+        Kmax = 0
+        for c in range(L):
+            Kmax = max(Kmax, Kc[c])
+        for j in range(n):
+            for c in range(L):
+                gb[j, c] = 0.0
+        for i in range(n):
+            for c in range(L):
+                fb[i, c] = 0.0
+            for j in range(n):
+                for c in range(L):
+                    h = GW[i, j, c] * fast_exp(W[i, j, c] + ff[i, c] + gf[j, c])
+                    D[i, j, c] = h
+                    fb[i, c] += h
+                    gb[j, c] += h
+        for k in range(Kmax, 0, -1):
+            f = F[k - 1]
+            g = Gh[k]
+            gp = Gh[k - 1]
+            for c in range(L):
+                act[c] = 1.0 if k <= Kc[c] else 0.0
+                first[c] = 1.0 if k == Kc[c] else 0.0
+            for j in range(n):
+                for c in range(L):
+                    gbn[j, c] = 0.0
+            for i in range(n):
+                # column step k: P_ij = exp(W_ij + f_i + g_j)
+                for c in range(L):
+                    acc[c] = 0.0
+                for j in range(n):
+                    for c in range(L):
+                        P = fast_exp(W[i, j, c] + f[i, c] + g[j, c])
+                        acc[c] += P * gb[j, c]
+                        D[i, j, c] -= act[c] * (gb[j, c] * P)
+                for c in range(L):
+                    fbi[c] = first[c] * fb[i, c] - acc[c]
+                # row step k: Q_ij = exp(W_ij + f_i + g^{k-1}_j) (a second
+                # exponential: P_ij exp(g^{k-1}_j - g^k_j) can overflow as inf * 0
+                # when a column scaling moves by more than ~700 in one iteration)
+                for j in range(n):
+                    for c in range(L):
+                        Q = fast_exp(W[i, j, c] + f[i, c] + gp[j, c])
+                        D[i, j, c] -= act[c] * (fbi[c] * Q)
+                        gbn[j, c] -= Q * fbi[c]
+            for j in range(n):
+                for c in range(L):
+                    if act[c] > 0.0:
+                        gb[j, c] = gbn[j, c]
+        for c in range(nl):
+            iters[b0 + c] = Kc[c]
+        for i in range(n):
+            for j in range(n):
+                for c in range(nl):
+                    dX[b0 + c, i, j] = D[i, j, c]

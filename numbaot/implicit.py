@@ -1,0 +1,385 @@
+"""The Sinkhorn operator on batches of small square matrices, and its backward
+pass without an autodiff framework (implicit differentiation by conjugate
+gradient, or exact reverse mode through the iterations).
+
+The Sinkhorn operator (Sinkhorn 1964; Adams & Zemel 2011; Mena et al. 2018,
+"Learning latent permutations with Gumbel-Sinkhorn networks", eq. 3) maps a
+square matrix X to the doubly-stochastic matrix
+
+    S(X) = diag(alpha) exp(X) diag(beta),   S(X) 1 = 1,  S(X)^T 1 = 1,
+
+the limit of alternating row and column normalisations of exp(X).  Batches of
+small matrices (n = 4 ... 64) appear in Gumbel-Sinkhorn permutation learning
+and in doubly-stochastic mixing layers.  The backward pass follows Eisenberger
+et al. 2022 ("A unified framework for implicit Sinkhorn differentiation",
+CVPR, Thm. 5): with G = dL/dR, the gradient is dL/dX = (G - u 1^T - 1 v^T) * R
+where (u, v) solves the 2n x 2n system
+
+    [[diag(r), R], [R^T, diag(c)]] [u; v] = [s_r; s_c],
+    s_r = (G * R) 1,  s_c = (G * R)^T 1,
+
+with r = c = 1 for a doubly-stochastic R.  Eliminating u leaves the
+symmetric positive semi-definite n x n system (diag(c) - R^T diag(r)^-1 R) v =
+s_c - R^T diag(r)^-1 s_r, solved here by conjugate gradient with two
+mat-vecs per iteration (R^T R is never formed).
+
+NumPy inputs run on parallel CPU kernels (``numbaot.cpu.implicit``); CUDA
+device arrays (numba, CuPy) run on the mirror kernels in
+``numbaot.cuda.implicit`` and results come back as device arrays.
+"""
+import numpy as np
+
+from . import _checks
+from ._dispatch import as_device_array, device_of, like_input, require_cuda
+
+__all__ = ["sinkhorn_operator", "sinkhorn_operator_backward"]
+
+_METHODS = ("implicit", "implicit_corrected", "unrolled")
+
+
+def _cpu():
+    from .cpu import implicit as k
+
+    return k
+
+
+def _cuda():
+    require_cuda()
+    from .cuda import implicit as k
+
+    return k
+
+
+def _float_dtype(*arrays):
+    return _checks.result_dtype(*arrays)
+
+
+def _host_batch(x, dtype):
+    """x as a C-contiguous (B, n, n) array of ``dtype`` (no copy when it
+    already is one)."""
+    n = x.shape[-1]
+    if x.dtype != dtype:
+        x = x.astype(dtype)
+    return np.ascontiguousarray(x).reshape(-1, n, n)
+
+
+def _device_batch(x, name):
+    if not x.is_c_contiguous():
+        raise ValueError(
+            f"{name} is a non-contiguous GPU array; pass a C-contiguous one "
+            "(e.g. cupy.ascontiguousarray)"
+        )
+    shape = tuple(x.shape)
+    n = shape[-1]
+    B = int(np.prod(shape[:-2], dtype=np.int64))
+    return x.reshape(B, n, n)
+
+
+def _check_values(k, x3, name, nonneg, on_device):
+    if x3.size == 0:
+        return
+    if on_device:
+        bad, neg = k.count_invalid(x3.reshape(x3.size), nonneg)
+    else:
+        cnt = np.zeros(2, dtype=np.int64)
+        k.count_invalid(x3.reshape(-1), nonneg, cnt)
+        bad, neg = cnt
+    _checks.check_value_counts(bad, neg, name)
+
+
+def sinkhorn_operator(X, n_iter=20, tol=None, return_n_iter=False):
+    """The Sinkhorn operator: alternating row and column normalisation of
+    exp(X), in the log domain, for a batch of square matrices.
+
+    R = exp(X + f 1^T + 1 g^T) where one iteration is the row normalisation
+    f_i <- -log sum_j exp(X_ij + g_j) followed by the column normalisation
+    g_j <- -log sum_i exp(X_ij + f_i), starting from g = 0 (Mena et al. 2018,
+    eq. 3: S^l(X) = T_c(T_r(S^{l-1}(X))); Cuturi 2013).  After every iteration
+    the column sums of R are 1 (up to rounding); the row sums converge to 1.
+    Computed with shifted log-sum-exps in float64, so any finite X (e.g.
+    |X| ~ 1e4, a low temperature) is safe: nothing overflows.
+
+    Parameters
+    ----------
+    X : array_like, shape (..., n, n), float32 or float64 (integers: float64)
+        Log-potentials ("scores") of a batch of n x n matrices; any number of
+        leading batch dimensions; n >= 1.  Must be finite.  Not modified.
+    n_iter : int, default 20
+        Number of (row, column) normalisation pairs, >= 1.
+    tol : float or None, default None
+        If given (>= 0), each matrix stops early, after the first iteration
+        K >= 1 whose result R^K has marginal error < tol, where the marginal
+        error is max(max_i |sum_j R_ij - 1|, max_j |sum_i R_ij - 1|) =
+        max_i |sum_j R_ij - 1| (the column sums are 1 up to rounding after a
+        column normalisation).  Checking costs nothing but one extra row pass
+        at the stopping iteration.  None: always n_iter iterations.
+    return_n_iter : bool, default False
+        Also return the number of iterations each matrix ran.
+
+    Returns
+    -------
+    R : ndarray, shape (..., n, n), dtype of X (float64 for integer X)
+        The (approximately) doubly-stochastic matrices; a CUDA device array
+        for device input.
+    n_iters : ndarray, shape (...), int64
+        Only with ``return_n_iter``: iterations run per matrix (n_iter when
+        ``tol`` is None).
+
+    Raises
+    ------
+    TypeError
+        X not real-valued (complex, boolean, object); n_iter not an integer;
+        tol not a real number.
+    ValueError
+        X with fewer than 2 dimensions, non-square last two dimensions or
+        n = 0; X containing NaN or inf; n_iter < 1; tol negative or not finite.
+    CudaUnavailableError
+        Device input but no usable GPU / numba-cuda.
+
+    Notes
+    -----
+    CPU: ``prange`` over work items of 32-64 matrices processed side by side
+    (vectorised across the matrices), 2 n^2 exponentials per matrix per iteration (a vectorised polynomial
+    exp), float64 arithmetic whatever the input dtype.  CUDA: one thread per
+    matrix for n < ``_config.CUDA_IMPLICIT_WARP_MIN_N`` (and n > 64), one
+    warp per matrix otherwise.  Device inputs are validated on the device
+    (a counting kernel; only two integers are copied back).
+    """
+    dev = device_of(X=X)
+    X = _checks.as_square_batch(X, "X", on_device=(dev == "cuda"))
+    n_iter = _checks.check_positive_int(n_iter, "n_iter")
+    tol_v = _checks.check_optional_tol(tol, "tol")
+    shape = tuple(X.shape)
+    n = shape[-1]
+    if dev == "cuda":
+        k = _cuda()
+        Xd = as_device_array(X)
+        X3 = _device_batch(Xd, "X")
+        _check_values(k, X3, "X", False, True)
+        R3, iters = k.operator_forward(X3, n_iter, tol_v)
+        R = like_input(R3.reshape(*shape), X)
+        if return_n_iter:
+            return R, like_input(iters.reshape(*shape[:-2]), X)
+        return R
+    k = _cpu()
+    dtype = _float_dtype(X)
+    X3 = _host_batch(X, dtype)
+    _check_values(k, X3, "X", False, False)
+    B = X3.shape[0]
+    R3 = np.empty((B, n, n), dtype=dtype)
+    iters = np.zeros(B, dtype=np.int64)
+    if B:
+        k.operator_forward(X3, n_iter, tol_v, k.lanes_for(n), R3, iters)
+    R = R3.reshape(shape)
+    if return_n_iter:
+        return R, iters.reshape(shape[:-2])
+    return R
+
+
+def sinkhorn_operator_backward(R, grad_R, method="implicit", *, X=None, n_iter=20,
+                               tol=None, cg_tol=1e-12, max_cg_iter=None,
+                               return_info=False):
+    """Gradient dL/dX of a loss L through R = sinkhorn_operator(X), given
+    grad_R = dL/dR, without an autodiff framework.
+
+    Three methods, each the exact gradient of a different map X -> R:
+
+    ``'implicit'`` (default)
+        The gradient of the exact Sinkhorn operator S (the doubly-stochastic
+        limit) at a point where S(X) = R, by implicit differentiation of the
+        fixed point (Eisenberger et al. 2022, Thm. 5): with H = G * R,
+        s_r = H 1, s_c = H^T 1, b = s_c - R^T s_r, solve (I - R^T R) v = b by
+        conjugate gradient (S p = p - R^T (R p), two mat-vecs, R^T R never
+        formed), u = s_r - R v, dL/dX = (G - u 1^T - 1 v^T) * R.  Needs only
+        R; exact when R is doubly stochastic.  After finitely many forward
+        iterations R is not; the result is then the implicit gradient
+        evaluated at a slightly wrong point, with an error of the order of
+        R's marginal error divided by the gap 1 - sigma_2(R)^2 (see Notes).
+    ``'implicit_corrected'``
+        Consistent for any R = diag(a) exp(X) diag(b) with positive entries,
+        e.g. an unconverged iterate: the exact gradient of the Sinkhorn
+        projection X -> Pi_{r,c}(X) = diag(alpha) exp(X) diag(beta) onto the
+        matrices with row sums r and column sums c, where r = R 1 and
+        c = R^T 1 are R's actual marginals, held fixed (R is exactly that
+        projection of its own X).  Solves (diag(c) - R^T diag(r)^-1 R) v =
+        s_c - R^T diag(r)^-1 s_r by CG, u = diag(r)^-1 (s_r - R v),
+        dL/dX = (G - u 1^T - 1 v^T) * R.  Equals ``'implicit'`` when R is
+        doubly stochastic.
+    ``'unrolled'``
+        The exact gradient of the finite-iteration forward X ->
+        sinkhorn_operator(X, n_iter, tol) (reverse mode through the
+        iterations).  Needs ``X`` (and the forward's ``n_iter`` and ``tol``):
+        the forward is recomputed from X keeping only the log-scalings
+        (2 n float64 per iteration per matrix, in per-thread workspaces: no
+        memory proportional to batch x n_iter x n^2), then swept backwards
+        recomputing each iterate's entries from them.  With ``tol``, each
+        matrix's iteration count is the forward's (the recomputation is
+        deterministic); the count is piecewise constant in X, so this is the
+        gradient of the K-iteration map with K held fixed.  ``R`` is only
+        checked for its shape (it may be None).
+
+    Parameters
+    ----------
+    R : array_like, shape (..., n, n), float32 or float64
+        The forward output (entries >= 0, finite).  Not modified.
+    grad_R : array_like, shape (..., n, n) (same shape as R)
+        G = dL/dR, finite.  Not modified.
+    method : {'implicit', 'implicit_corrected', 'unrolled'}
+        See above.
+    X : array_like, shape (..., n, n), keyword-only
+        The forward input; required by (and only used by) ``'unrolled'``.
+    n_iter : int, default 20, keyword-only
+        ``'unrolled'``: the forward's n_iter (must be the value the forward
+        used; the default matches ``sinkhorn_operator``'s).
+    tol : float or None, default None, keyword-only
+        ``'unrolled'``: the forward's tol.
+    cg_tol : float, default 1e-12, keyword-only
+        CG stops when ||residual||_2 <= cg_tol * ||rhs||_2 (relative
+        residual of the projected n x n system, see Notes); > 0.
+    max_cg_iter : int or None, keyword-only
+        CG iteration cap per matrix; default n (the projected system has
+        dimension n - 1, so exact arithmetic needs at most n - 1).
+    return_info : bool, default False
+        Also return a dict: for the implicit methods ``'cg_iters'`` (shape
+        (...), int64, CG iterations per matrix) and ``'residual'`` (shape
+        (...), float64, final relative residual); for ``'unrolled'``
+        ``'n_iters'`` (iterations differentiated per matrix).
+
+    Returns
+    -------
+    grad_X : ndarray, shape (..., n, n)
+        dL/dX; float32 when R and grad_R (and X for 'unrolled') are float32,
+        else float64.  A CUDA device array for device inputs.
+    info : dict
+        Only with ``return_info``.
+
+    Raises
+    ------
+    TypeError
+        Non-real arrays; method not a string; n_iter not an integer; tol,
+        cg_tol not real numbers; host and device arrays mixed.
+    ValueError
+        Unknown method; R, grad_R (or X) with fewer than 2 dimensions or not
+        square in their last two; grad_R's (or X's) shape different from
+        R's; NaN or inf in R, grad_R or X; negative entries in R; X missing
+        for 'unrolled'; n_iter < 1; tol < 0; cg_tol <= 0; max_cg_iter < 1.
+    CudaUnavailableError
+        Device inputs but no usable GPU / numba-cuda.
+
+    Notes
+    -----
+    *Convergence of CG.*  The system matrix A = diag(c) - R^T diag(r)^-1 R
+    (r = c = 1 for ``'implicit'``) is the Schur complement of the positive
+    semi-definite [[diag(r), R], [R^T, diag(c)]] (its quadratic form is
+    sum_ij R_ij (x_i + y_j)^2), so A is PSD and, for R > 0, singular exactly
+    along 1 (A 1 = c - R^T 1 = 0); the right-hand side is orthogonal to 1
+    (both s_r and s_c sum to sum(G * R)), so the system is consistent, and
+    adding t 1 to v (t 1 to u) leaves dL/dX unchanged.  CG runs on the
+    complement of 1: the right-hand side and every A p are projected
+    (x <- x - mean(x)), which changes nothing in exact arithmetic for a
+    doubly-stochastic R and keeps rounding from drifting along 1.  On that
+    (n-1)-dimensional space CG terminates in at most n - 1 iterations in exact
+    arithmetic (fewer with repeated eigenvalues); its error contracts like
+    ((sqrt(k)-1)/(sqrt(k)+1))^t with k = (1) / (1 - sigma_2(R)^2) for
+    ``'implicit'`` (the eigenvalues are 1 - sigma_i(R)^2, i >= 2).  Close to a
+    permutation matrix (low temperature, large |X| spread) sigma_2 -> 1: the
+    system becomes ill-conditioned, CG may need the full n iterations (or
+    more in floating point; raise max_cg_iter), and the gradient itself
+    becomes large.  CG is deterministic (fixed order of operations).
+    *R far from doubly stochastic.*  For ``'implicit'`` the matrix I - R^T R
+    is then no longer singular along 1 and may be indefinite (sigma_1(R) > 1):
+    the projected CG still returns a vector (it stops at the first direction
+    of non-positive curvature, reported as a large residual in ``info``),
+    but the result is the gradient of nothing in particular; use
+    ``'implicit_corrected'`` (always PSD and consistent) or ``'unrolled'``.
+    Rows or columns of R that sum to 0 give zero rows/columns of dL/dX.
+
+    Computation in float64 whatever the input dtype; per matrix O(n^2) memory
+    (implicit) or O(n^2 + n_iter n) (unrolled) in per-thread workspaces.
+    *CUDA.*  Device arrays run the mirror kernels (one warp per matrix for
+    ``_config.CUDA_IMPLICIT_WARP_MIN_N`` <= n <= 64, else one thread per
+    matrix; the unrolled backward one thread per matrix with its scalings
+    history in a device scratch array of 16 (n_iter + 1) n B bytes); there
+    grad_R (and X) must have R's dtype (TypeError otherwise), and values are
+    checked by a counting kernel (only two integers come back to the host).
+    """
+    dev = device_of(R=R, grad_R=grad_R, X=X)
+    on_dev = dev == "cuda"
+    method = _checks.check_method(method, _METHODS)
+    G = _checks.as_square_batch(grad_R, "grad_R", on_device=on_dev)
+    if R is None and method != "unrolled":
+        raise ValueError(f"R is required by method='{method}'")
+    if R is not None:
+        R = _checks.as_square_batch(R, "R", on_device=on_dev)
+        _checks.check_same_shape(R, G, "R", "grad_R")
+    if method == "unrolled":
+        if X is None:
+            raise ValueError(
+                "method='unrolled' needs the forward input: pass X=... (and the "
+                "forward's n_iter and tol)"
+            )
+        X = _checks.as_square_batch(X, "X", on_device=on_dev)
+        _checks.check_same_shape(G, X, "grad_R", "X")
+        n_iter = _checks.check_positive_int(n_iter, "n_iter")
+        tol_v = _checks.check_optional_tol(tol, "tol")
+    else:
+        cg_tol = _checks.check_real_scalar(cg_tol, "cg_tol")
+        if not np.isfinite(cg_tol) or cg_tol <= 0:
+            raise ValueError(f"cg_tol must be a finite number > 0; got {cg_tol!r}")
+        n = tuple(G.shape)[-1]
+        max_cg_iter = n if max_cg_iter is None else _checks.check_positive_int(
+            max_cg_iter, "max_cg_iter")
+    shape = tuple(G.shape)
+    n = shape[-1]
+    corrected = method == "implicit_corrected"
+
+    if on_dev:
+        k = _cuda()
+        G3 = _device_batch(as_device_array(G), "grad_R")
+        _check_values(k, G3, "grad_R", False, True)
+        if method == "unrolled":
+            X3 = _device_batch(as_device_array(X), "X")
+            _check_values(k, X3, "X", False, True)
+            dX3, iters = k.unrolled_backward(X3, G3, n_iter, tol_v)
+            info = {"n_iters": iters}
+        else:
+            R3 = _device_batch(as_device_array(R), "R")
+            _check_values(k, R3, "R", True, True)
+            dX3, iters, relres = k.implicit_backward(R3, G3, corrected, max_cg_iter, cg_tol)
+            info = {"cg_iters": iters, "residual": relres}
+        out = like_input(dX3.reshape(*shape), G)
+        if return_info:
+            return out, {key: like_input(v.reshape(*shape[:-2]), G) for key, v in info.items()}
+        return out
+
+    k = _cpu()
+    if method == "unrolled":
+        dtype = _float_dtype(G, X)
+        X3 = _host_batch(X, dtype)
+        G3 = _host_batch(G, dtype)
+        _check_values(k, X3, "X", False, False)
+        _check_values(k, G3, "grad_R", False, False)
+        B = G3.shape[0]
+        dX3 = np.empty((B, n, n), dtype=dtype)
+        iters = np.zeros(B, dtype=np.int64)
+        if B:
+            k.unrolled_backward(X3, G3, n_iter, tol_v, k.lanes_for(n), dX3, iters)
+        info = {"n_iters": iters.reshape(shape[:-2])}
+    else:
+        dtype = _float_dtype(R, G)
+        R3 = _host_batch(R, dtype)
+        G3 = _host_batch(G, dtype)
+        _check_values(k, R3, "R", True, False)
+        _check_values(k, G3, "grad_R", False, False)
+        B = G3.shape[0]
+        dX3 = np.empty((B, n, n), dtype=dtype)
+        iters = np.zeros(B, dtype=np.int64)
+        relres = np.zeros(B, dtype=np.float64)
+        if B:
+            k.implicit_backward(R3, G3, corrected, max_cg_iter, cg_tol, k.lanes_for(n),
+                                dX3, iters, relres)
+        info = {"cg_iters": iters.reshape(shape[:-2]), "residual": relres.reshape(shape[:-2])}
+    out = dX3.reshape(shape)
+    if return_info:
+        return out, info
+    return out

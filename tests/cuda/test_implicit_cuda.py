@@ -1,0 +1,125 @@
+"""numbaot.sinkhorn_operator and its backward on CUDA device arrays, against the
+CPU kernels and independent oracles (SciPy logsumexp loop, numpy lstsq).
+
+Both kernel families run: one thread per matrix (n < CUDA_IMPLICIT_WARP_MIN_N,
+lowered here so that n = 3, 4 take it) and one warp per matrix (n >= it;
+n = 34 also uses each lane's second slot, entries l + 32).  Blocks are small
+(32 threads, 2 warps) so that several blocks and several warps per block run.
+"""
+import numpy as np
+import pytest
+from scipy.special import logsumexp
+
+from numbaot import _config
+from numbaot._dispatch import simulator_enabled
+from numbaot.implicit import sinkhorn_operator, sinkhorn_operator_backward
+
+
+@pytest.fixture(autouse=True)
+def small_implicit_blocks(monkeypatch):
+    if simulator_enabled():
+        monkeypatch.setattr(_config, "CUDA_IMPLICIT_THREADS", 32)
+        monkeypatch.setattr(_config, "CUDA_IMPLICIT_WARPS_PER_BLOCK", 2)
+    monkeypatch.setattr(_config, "CUDA_IMPLICIT_WARP_MIN_N", 5)
+    yield
+
+
+def ref_forward(X, n_iter):
+    X = np.asarray(X, dtype=np.float64)
+    g = np.zeros(X.shape[:-1])
+    for _ in range(n_iter):
+        f = -logsumexp(X + g[..., None, :], axis=-1)
+        g = -logsumexp(X + f[..., :, None], axis=-2)
+    return np.exp(X + f[..., :, None] + g[..., None, :])
+
+
+def lstsq_grad(R, G, r, c):
+    n = R.shape[0]
+    H = G * R
+    A = np.block([[np.diag(r), R], [R.T, np.diag(c)]])
+    z = np.linalg.lstsq(A, np.r_[H.sum(1), H.sum(0)], rcond=None)[0]
+    return (G - z[:n, None] - z[None, n:]) * R
+
+
+def tol(dtype):
+    return dict(rtol=2e-6, atol=1e-7) if np.dtype(dtype) == np.float32 else \
+        dict(rtol=1e-11, atol=1e-13)
+
+
+#: (batch, n): thread path over 2 blocks; warp path over 2 blocks of 2 warps
+#: (3 matrices: one warp idle); n = 34 (second register slot)
+@pytest.mark.parametrize("B, n, dtype, n_iter, tols", [
+    (40, 3, np.float64, 6, (None, 1e-4)),
+    (40, 4, np.float32, 6, (None, 1e-4)),
+    (3, 6, np.float64, 4, (None, 1e-2)),
+    (3, 5, np.float32, 3, (None,)),
+    (1, 34, np.float64, 2, (None,)),
+])
+def test_forward_vs_cpu(B, n, dtype, n_iter, tols, cuda, rng):
+    X = rng.uniform(0, 4, size=(B, n, n)).astype(dtype)
+    Xd = cuda.to_device(X)
+    for tol_ in tols:
+        Rd, kd = sinkhorn_operator(Xd, n_iter=n_iter, tol=tol_, return_n_iter=True)
+        assert Rd.shape == X.shape and Rd.dtype == dtype
+        R, k = sinkhorn_operator(X, n_iter=n_iter, tol=tol_, return_n_iter=True)
+        np.testing.assert_array_equal(kd.copy_to_host(), k)
+        np.testing.assert_allclose(Rd.copy_to_host(), R, **tol(dtype))
+        if tol_ is None:
+            np.testing.assert_allclose(Rd.copy_to_host(), ref_forward(X, n_iter), **tol(dtype))
+    if len(tols) > 1:
+        assert len(np.unique(k)) > 1 or B == 1   # early stop hit some matrices
+    np.testing.assert_array_equal(Xd.copy_to_host(), X)
+
+
+@pytest.mark.parametrize("B, n, cap", [(40, 3, None), (3, 6, None), (1, 34, 3)])
+def test_implicit_backward_vs_cpu_and_lstsq(B, n, cap, cuda, rng):
+    X = rng.uniform(0, 4, size=(B, n, n))
+    G = rng.normal(size=X.shape)
+    R = sinkhorn_operator(X, n_iter=5)               # unconverged on purpose
+    Rd, Gd = cuda.to_device(R), cuda.to_device(G)
+    for method in ("implicit", "implicit_corrected") if cap is None else ("implicit_corrected",):
+        dXd, info = sinkhorn_operator_backward(Rd, Gd, method, max_cg_iter=cap,
+                                               return_info=True)
+        dX, info_c = sinkhorn_operator_backward(R, G, method, max_cg_iter=cap, return_info=True)
+        np.testing.assert_allclose(dXd.copy_to_host(), dX, rtol=1e-9, atol=1e-12)
+        np.testing.assert_array_equal(info["cg_iters"].copy_to_host(), info_c["cg_iters"])
+    for b in range(min(B, 3) if cap is None else 0):   # CG capped: not converged
+        np.testing.assert_allclose(dXd.copy_to_host()[b],
+                                   lstsq_grad(R[b], G[b], R[b].sum(1), R[b].sum(0)),
+                                   rtol=1e-8, atol=1e-11)
+    np.testing.assert_array_equal(Rd.copy_to_host(), R)
+    np.testing.assert_array_equal(Gd.copy_to_host(), G)
+
+
+@pytest.mark.parametrize("B, n", [(40, 3), (3, 6)])
+def test_unrolled_backward_vs_cpu(B, n, cuda, rng):
+    X = rng.uniform(0, 4, size=(B, n, n)).astype(np.float32)
+    G = rng.normal(size=X.shape).astype(np.float32)
+    Xd, Gd = cuda.to_device(X), cuda.to_device(G)
+    for tol_ in (None, 1e-3):
+        dXd, info = sinkhorn_operator_backward(None, Gd, "unrolled", X=Xd, n_iter=5, tol=tol_,
+                                               return_info=True)
+        dX, info_c = sinkhorn_operator_backward(None, G, "unrolled", X=X, n_iter=5, tol=tol_,
+                                                return_info=True)
+        assert dXd.dtype == np.float32
+        np.testing.assert_array_equal(info["n_iters"].copy_to_host(), info_c["n_iters"])
+        np.testing.assert_allclose(dXd.copy_to_host(), dX, rtol=1e-5, atol=1e-6)
+
+
+def test_device_bad_inputs(cuda):
+    X = np.ones((2, 3, 3))
+    bad = X.copy()
+    bad[1, 2, 0] = np.nan
+    with pytest.raises(ValueError, match="X contains NaN"):
+        sinkhorn_operator(cuda.to_device(bad))
+    R = sinkhorn_operator(X)
+    Rn = R.copy()
+    Rn[0, 0, 0] = -1.0
+    with pytest.raises(ValueError, match="R has 1 negative"):
+        sinkhorn_operator_backward(cuda.to_device(Rn), cuda.to_device(X))
+    with pytest.raises(TypeError, match="on the GPU but"):
+        sinkhorn_operator_backward(cuda.to_device(R), X)
+    with pytest.raises(ValueError, match="X must be a"):
+        sinkhorn_operator(cuda.to_device(np.ones((2, 3, 4))))
+    with pytest.raises(TypeError, match="float32 or float64"):
+        sinkhorn_operator(cuda.to_device(np.ones((2, 3, 3), dtype=np.int64)))

@@ -1,0 +1,455 @@
+"""numbaot.sinkhorn_operator and sinkhorn_operator_backward (CPU).
+
+Oracles (none shares code with numbaot): a SciPy ``logsumexp`` loop for the
+forward; the dense 2n x 2n system [[I, R], [R^T, I]] solved by
+``numpy.linalg.lstsq`` (or, batched, made non-singular by adding w w^T along
+its null vector w = [1; -1]) for the implicit gradient; central finite
+differences in float64 of L(X) = sum(G * S(X)) for every gradient.
+"""
+import numpy as np
+import pytest
+from scipy.special import logsumexp
+
+import numbaot
+from numbaot._dispatch import num_threads
+from numbaot.implicit import sinkhorn_operator, sinkhorn_operator_backward
+
+from _helpers import assert_raises_naming
+
+# ---------------------------------------------------------------------------
+# oracles
+# ---------------------------------------------------------------------------
+def ref_forward(X, n_iter, r=None, c=None):
+    """Alternating row/column normalisation in the log domain (SciPy),
+    float64; optional target row sums r and column sums c."""
+    X = np.asarray(X, dtype=np.float64)
+    lr = 0.0 if r is None else np.log(r)
+    lc = 0.0 if c is None else np.log(c)
+    g = np.zeros(X.shape[:-1])
+    for _ in range(n_iter):
+        f = lr - logsumexp(X + g[..., None, :], axis=-1)
+        g = lc - logsumexp(X + f[..., :, None], axis=-2)
+    return np.exp(X + f[..., :, None] + g[..., None, :])
+
+
+def ref_forward_tol(X, n_iter, tol):
+    """Per matrix: the iterate of the first K >= 1 with max_i |row sum - 1| <
+    tol (or K = n_iter); returns (R, K)."""
+    X = np.asarray(X, dtype=np.float64)
+    g = np.zeros(X.shape[:-1])
+    R = np.empty_like(X)
+    ks = np.zeros(X.shape[:-2], dtype=int)
+    for K in range(1, n_iter + 1):
+        f = -logsumexp(X + g[..., None, :], axis=-1)
+        g = -logsumexp(X + f[..., :, None], axis=-2)
+        RK = np.exp(X + f[..., :, None] + g[..., None, :])
+        stop = (ks == 0) & ((np.abs(RK.sum(-1) - 1).max(-1) < tol) | (K == n_iter))
+        R[stop] = RK[stop]
+        ks[stop] = K
+    return R, ks
+
+
+def lstsq_grad(R, G, r=None, c=None):
+    """dL/dX = (G - u 1^T - 1 v^T) * R with [u; v] the least-squares solution
+    of [[diag(r), R], [R^T, diag(c)]] [u; v] = [(G*R) 1; (G*R)^T 1]."""
+    n = R.shape[0]
+    r = np.ones(n) if r is None else r
+    c = np.ones(n) if c is None else c
+    H = G * R
+    A = np.block([[np.diag(r), R], [R.T, np.diag(c)]])
+    z = np.linalg.lstsq(A, np.r_[H.sum(1), H.sum(0)], rcond=None)[0]
+    return (G - z[:n, None] - z[None, n:]) * R
+
+
+def batched_dense_grad(R, G, corrected=False):
+    """lstsq_grad for a whole batch at once: K = [[diag(r), R], [R^T,
+    diag(c)]] + w w^T / (2n) with w = [1; -1] (the null vector of K for
+    r = R 1, c = R^T 1, or of [[I, R], [R^T, I]] for a doubly-stochastic R) is
+    non-singular and has the same solution on the complement of w."""
+    B, n, _ = R.shape
+    if corrected:
+        Dr = R.sum(2)[:, :, None] * np.eye(n)
+        Dc = R.sum(1)[:, :, None] * np.eye(n)
+    else:
+        Dr = Dc = np.broadcast_to(np.eye(n), (B, n, n))
+    A = np.concatenate([np.concatenate([Dr, R], 2),
+                        np.concatenate([np.swapaxes(R, 1, 2), Dc], 2)], 1)
+    w = np.r_[np.ones(n), -np.ones(n)]
+    A = A + np.outer(w, w) / (2 * n)
+    H = G * R
+    z = np.linalg.solve(A, np.concatenate([H.sum(2), H.sum(1)], 1)[..., None])[..., 0]
+    return (G - z[:, :n, None] - z[:, None, n:]) * R
+
+
+def fd_grad(L, X, h=1e-5):
+    """Central finite differences of L(Y) = sum(G * S(Y)) at the matrix X
+    (float64).  ``L`` maps a batch (k, n, n) of matrices to k values; all
+    2 n^2 perturbed matrices go in one batch."""
+    X = np.asarray(X, dtype=np.float64)
+    E = np.eye(X.size).reshape(X.size, *X.shape) * h
+    vals = L(np.concatenate([X + E, X - E]))
+    return ((vals[:X.size] - vals[X.size:]) / (2 * h)).reshape(X.shape)
+
+
+@pytest.fixture
+def rng():
+    return np.random.default_rng(2026)
+
+
+# ---------------------------------------------------------------------------
+# forward
+# ---------------------------------------------------------------------------
+@pytest.mark.parametrize("shape", [(4, 4), (3, 5, 5), (2, 3, 7, 7), (70, 16, 16), (5, 33, 33)])
+def test_forward_matches_logsumexp_loop(rng, shape):
+    X = rng.uniform(0, 4, size=shape)
+    R = sinkhorn_operator(X, n_iter=7)
+    assert R.shape == X.shape and R.dtype == np.float64
+    np.testing.assert_allclose(R, ref_forward(X, 7), rtol=1e-12, atol=1e-15)
+    np.testing.assert_allclose(R.sum(-2), 1.0, rtol=0, atol=1e-13)   # columns exact
+
+
+def test_forward_large_values_are_stable(rng):
+    X = rng.normal(size=(6, 5, 5)) * 1e3      # exp(X) overflows / underflows
+    X[0, 0, :] = -3e3                          # spreads beyond the fast shift
+    R = sinkhorn_operator(X, n_iter=30)
+    assert np.all(np.isfinite(R))
+    np.testing.assert_allclose(R, ref_forward(X, 30), rtol=1e-9, atol=1e-12)
+
+
+@pytest.mark.parametrize("tol", [1e-3, 1e-8, 0.0])
+def test_forward_tol_stops_per_matrix(rng, tol):
+    X = rng.uniform(0, 4, size=(37, 5, 5))
+    X[3] *= 3                                   # slower matrices in the batch
+    R, ks = sinkhorn_operator(X, n_iter=40, tol=tol, return_n_iter=True)
+    Rref, kref = ref_forward_tol(X, 40, tol)
+    np.testing.assert_array_equal(ks, kref)
+    np.testing.assert_allclose(R, Rref, rtol=1e-12, atol=1e-15)
+    if tol > 0:
+        err = np.abs(R.sum(-1) - 1).max(-1)
+        assert np.all((err < tol) | (ks == 40))
+        assert len(np.unique(ks)) > 1
+    else:
+        assert np.all(ks == 40)
+
+
+def test_forward_float32(rng):
+    X = rng.uniform(0, 4, size=(50, 6, 6)).astype(np.float32)
+    R = sinkhorn_operator(X, n_iter=10)
+    assert R.dtype == np.float32
+    np.testing.assert_allclose(R, ref_forward(X, 10), rtol=2e-7, atol=1e-8)
+
+
+def test_forward_integer_input_and_small_cases():
+    R = sinkhorn_operator(np.array([[1, 2], [3, 4]]), n_iter=5)
+    assert R.dtype == np.float64
+    np.testing.assert_allclose(R, ref_forward([[1.0, 2.0], [3.0, 4.0]], 5), rtol=1e-13)
+    assert sinkhorn_operator(np.zeros((0, 3, 3))).shape == (0, 3, 3)
+    np.testing.assert_allclose(sinkhorn_operator(np.full((4, 1, 1), 7.0)), 1.0)
+
+
+def test_forward_thread_count_and_batch_independent(rng):
+    X = rng.uniform(0, 4, size=(101, 6, 6))
+    with num_threads(1):
+        R1, k1 = sinkhorn_operator(X, 30, tol=1e-9, return_n_iter=True)
+    R2, k2 = sinkhorn_operator(X, 30, tol=1e-9, return_n_iter=True)
+    np.testing.assert_array_equal(R1, R2)
+    np.testing.assert_array_equal(k1, k2)
+    # a matrix computed alone or inside a batch (other lanes): same bits
+    R3 = sinkhorn_operator(X[57:58], 30, tol=1e-9)
+    np.testing.assert_array_equal(R3[0], R2[57])
+
+
+def test_backward_thread_count_independent(rng):
+    X = rng.uniform(0, 4, size=(150, 5, 5))
+    G = rng.normal(size=X.shape)
+    R = sinkhorn_operator(X, 20)
+    out = []
+    for nt in (1, 2):
+        with num_threads(nt):
+            out.append([sinkhorn_operator_backward(R, G, m, X=X, n_iter=20)
+                        for m in ("implicit", "implicit_corrected", "unrolled")])
+    for a, b in zip(*out):
+        np.testing.assert_array_equal(a, b)
+
+
+# ---------------------------------------------------------------------------
+# implicit backward
+# ---------------------------------------------------------------------------
+@pytest.mark.parametrize("n", [2, 4, 9, 16, 40])
+def test_implicit_matches_lstsq(rng, n):
+    X = rng.uniform(0, 4, size=(6, n, n))
+    R = ref_forward(X, 2000)                 # converged to rounding
+    G = rng.normal(size=X.shape)
+    for method in ("implicit", "implicit_corrected"):
+        dX, info = sinkhorn_operator_backward(R, G, method, return_info=True)
+        ref = np.array([lstsq_grad(R[b], G[b]) for b in range(6)])
+        np.testing.assert_allclose(dX, ref, rtol=1e-8, atol=1e-10 * np.abs(ref).max())
+        assert np.all(info["cg_iters"] <= n) and np.all(info["residual"] <= 1e-12)
+
+
+def test_implicit_matches_finite_differences(rng):
+    n = 5
+    X = rng.uniform(0, 3, size=(n, n))
+    G = rng.normal(size=(n, n))
+    R = sinkhorn_operator(X, n_iter=500)
+    dX = sinkhorn_operator_backward(R, G)
+    fd = fd_grad(lambda Y: np.sum(G * ref_forward(Y, 500), axis=(-2, -1)), X)
+    np.testing.assert_allclose(dX, fd, rtol=1e-6, atol=1e-8)
+
+
+def test_implicit_sums_to_zero(rng):
+    # S(X + a 1^T + 1 b^T) = S(X): the gradient's rows and columns sum to 0
+    X = rng.uniform(0, 4, size=(20, 6, 6))
+    R = sinkhorn_operator(X, n_iter=300)
+    dX = sinkhorn_operator_backward(R, rng.normal(size=X.shape))
+    np.testing.assert_allclose(dX.sum(-1), 0, atol=1e-12)
+    np.testing.assert_allclose(dX.sum(-2), 0, atol=1e-12)
+
+
+def test_corrected_matches_fd_of_exact_projection(rng):
+    """For an unconverged R (3 iterations) the corrected gradient is the
+    gradient of X -> the exact Sinkhorn projection of exp(X) onto R's own
+    marginals (r, c), checked by finite differences of that projection."""
+    n = 5
+    X = rng.uniform(0, 4, size=(n, n))
+    G = rng.normal(size=(n, n))
+    R = sinkhorn_operator(X, n_iter=3)
+    r, c = R.sum(1), R.sum(0)
+    assert np.abs(r - 1).max() > 1e-3                 # really unconverged
+    np.testing.assert_allclose(ref_forward(X, 3000, r, c), R, rtol=1e-10)  # R = projection
+    dX = sinkhorn_operator_backward(R, G, "implicit_corrected")
+    fd = fd_grad(lambda Y: np.sum(G * ref_forward(Y, 3000, r, c), axis=(-2, -1)), X)
+    np.testing.assert_allclose(dX, fd, rtol=1e-6, atol=1e-8)
+    np.testing.assert_allclose(dX, lstsq_grad(R, G, r, c), rtol=1e-8, atol=1e-12)
+    # the uncorrected formula is off by about the marginal error
+    d_plain = sinkhorn_operator_backward(R, G, "implicit")
+    assert np.abs(d_plain - fd).max() > 1e3 * np.abs(dX - fd).max()
+
+
+def test_implicit_error_shrinks_with_forward_iterations(rng):
+    X = rng.uniform(0, 4, size=(4, 4))
+    G = rng.normal(size=(4, 4))
+    exact = lstsq_grad(ref_forward(X, 2000), G)
+    errs = []
+    for k in (2, 5, 10, 20):
+        R = sinkhorn_operator(X, n_iter=k)
+        errs.append(np.abs(sinkhorn_operator_backward(R, G) - exact).max())
+    assert errs == sorted(errs, reverse=True) and errs[-1] < 1e-6
+
+
+def test_cg_cap_and_tolerance(rng):
+    X = rng.uniform(0, 4, size=(30, 12, 12))
+    R = sinkhorn_operator(X, n_iter=200)
+    G = rng.normal(size=X.shape)
+    _, info = sinkhorn_operator_backward(R, G, max_cg_iter=2, return_info=True)
+    assert np.all(info["cg_iters"] <= 2) and np.all(info["residual"] > 1e-12)
+    _, info = sinkhorn_operator_backward(R, G, cg_tol=1e-4, return_info=True)
+    assert np.all(info["residual"] <= 1e-4)
+    assert np.all(info["cg_iters"] < 12)
+
+
+def test_implicit_near_permutation(rng):
+    # low temperature: R close to a permutation, CG ill-conditioned
+    n = 6
+    perm = rng.permutation(n)
+    X = np.eye(n)[perm] * 8 + rng.uniform(0, 1, (n, n))
+    R = ref_forward(X, 5000)
+    G = rng.normal(size=(n, n))
+    dX, info = sinkhorn_operator_backward(R, G, max_cg_iter=3 * n, return_info=True)
+    ref = lstsq_grad(R, G)
+    np.testing.assert_allclose(dX, ref, rtol=1e-6, atol=1e-9 * np.abs(ref).max())
+
+
+# ---------------------------------------------------------------------------
+# unrolled backward
+# ---------------------------------------------------------------------------
+@pytest.mark.parametrize("n_iter", [1, 3, 10])
+def test_unrolled_matches_finite_differences(rng, n_iter):
+    n = 4
+    X = rng.uniform(0, 4, size=(n, n))
+    G = rng.normal(size=(n, n))
+    dX = sinkhorn_operator_backward(None, G, "unrolled", X=X, n_iter=n_iter)
+    fd = fd_grad(lambda Y: np.sum(G * ref_forward(Y, n_iter), axis=(-2, -1)), X)
+    np.testing.assert_allclose(dX, fd, rtol=1e-6, atol=1e-9)
+
+
+def test_unrolled_with_tol_and_lanes(rng):
+    X = rng.uniform(0, 4, size=(70, 5, 5))
+    X[::7] *= 3                                   # different K per matrix
+    G = rng.normal(size=X.shape)
+    R, ks = sinkhorn_operator(X, 40, tol=1e-6, return_n_iter=True)
+    dX, info = sinkhorn_operator_backward(R, G, "unrolled", X=X, n_iter=40, tol=1e-6,
+                                          return_info=True)
+    np.testing.assert_array_equal(info["n_iters"], ks)
+    assert len(np.unique(ks)) > 1
+    for b in (0, 7, 13, 69):
+        K = int(ks[b])
+        fd = fd_grad(lambda Y: np.sum(G[b] * ref_forward(Y, K), axis=(-2, -1)), X[b])
+        np.testing.assert_allclose(dX[b], fd, rtol=1e-6, atol=1e-9)
+        alone = sinkhorn_operator_backward(None, G[b:b + 1], "unrolled", X=X[b:b + 1],
+                                           n_iter=40, tol=1e-6)
+        np.testing.assert_array_equal(alone[0], dX[b])
+
+
+def test_unrolled_converges_to_implicit(rng):
+    X = rng.uniform(0, 4, size=(10, 6, 6))
+    G = rng.normal(size=X.shape)
+    R = sinkhorn_operator(X, n_iter=300)
+    du = sinkhorn_operator_backward(R, G, "unrolled", X=X, n_iter=300)
+    di = sinkhorn_operator_backward(R, G, "implicit")
+    np.testing.assert_allclose(du, di, rtol=1e-8, atol=1e-11)
+
+
+def test_unrolled_large_scaling_steps(rng):
+    # column scalings that move by more than ~700 in one iteration: exp of
+    # their difference overflows, so each iterate is recomputed directly
+    n = 4
+    X = rng.normal(size=(n, n)) * 800
+    G = rng.normal(size=(n, n))
+    dX = sinkhorn_operator_backward(None, G, "unrolled", X=X, n_iter=2)
+    assert np.all(np.isfinite(dX))
+    fd = fd_grad(lambda Y: np.sum(G * ref_forward(Y, 2), axis=(-2, -1)), X, h=1e-6)
+    np.testing.assert_allclose(dX, fd, rtol=1e-5, atol=1e-8)
+
+
+def test_large_values_backward(rng):
+    X = rng.normal(size=(3, 5, 5)) * 300
+    G = rng.normal(size=X.shape)
+    du = sinkhorn_operator_backward(None, G, "unrolled", X=X, n_iter=5)
+    assert np.all(np.isfinite(du))
+    R = sinkhorn_operator(X, n_iter=5)
+    dc = sinkhorn_operator_backward(R, G, "implicit_corrected")
+    assert np.all(np.isfinite(dc))
+
+
+# ---------------------------------------------------------------------------
+# the seed's settings
+# ---------------------------------------------------------------------------
+def test_seed_setting_batch_10001_n4():
+    rng = np.random.default_rng(0)
+    X = rng.uniform(0, 4, size=(10001, 4, 4))
+    G = rng.normal(size=X.shape)
+    R = sinkhorn_operator(X, n_iter=48)
+    idx = np.arange(0, 10001, 97)
+    np.testing.assert_allclose(R[idx], ref_forward(X[idx], 48), rtol=1e-12, atol=1e-15)
+    # after 48 iterations a few (slow) matrices are not doubly stochastic to
+    # 1e-10: the plain implicit gradient is exact only where R is
+    err = np.abs(R.sum(-1) - 1).max(-1)
+    ok = err < 1e-10
+    assert ok.sum() > 9900
+    dX = sinkhorn_operator_backward(R, G)
+    ref = batched_dense_grad(R, G)
+    np.testing.assert_allclose(dX[ok], ref[ok], rtol=1e-7, atol=1e-10)
+    np.testing.assert_allclose(dX, ref, rtol=0, atol=1e-6)
+    for b in idx[:10]:
+        np.testing.assert_allclose(dX[b], lstsq_grad(R[b], G[b]), rtol=1e-7, atol=1e-10)
+    # the corrected system is consistent for every matrix
+    dc = sinkhorn_operator_backward(R, G, "implicit_corrected")
+    np.testing.assert_allclose(dc, batched_dense_grad(R, G, corrected=True), rtol=1e-7,
+                               atol=1e-10)
+    du = sinkhorn_operator_backward(R, G, "unrolled", X=X, n_iter=48)
+    np.testing.assert_allclose(du[ok], ref[ok], rtol=1e-6, atol=1e-8)  # near the limit
+
+
+def test_seed_setting_batch_65536_n16():
+    rng = np.random.default_rng(1)
+    X = rng.uniform(0, 4, size=(65536, 16, 16))
+    G = rng.normal(size=X.shape)
+    R = sinkhorn_operator(X, n_iter=48)
+    dX, info = sinkhorn_operator_backward(R, G, return_info=True)
+    assert np.all(info["cg_iters"] <= 16)
+    idx = np.arange(0, 65536, 257)
+    np.testing.assert_allclose(R[idx], ref_forward(X[idx], 48), rtol=1e-12, atol=1e-15)
+    dc = sinkhorn_operator_backward(R, G, "implicit_corrected")
+    np.testing.assert_allclose(dc[idx], batched_dense_grad(R[idx], G[idx], True), rtol=1e-7,
+                               atol=1e-10)
+    ok = np.abs(R[idx].sum(-1) - 1).max(-1) < 1e-10
+    assert ok.sum() > 200
+    np.testing.assert_allclose(dX[idx][ok], batched_dense_grad(R[idx], G[idx])[ok],
+                               rtol=1e-7, atol=1e-10)
+
+
+def test_float32_backward(rng):
+    X = rng.uniform(0, 4, size=(40, 6, 6))
+    G = rng.normal(size=X.shape)
+    R64 = sinkhorn_operator(X, n_iter=200)
+    R32 = R64.astype(np.float32)
+    for method in ("implicit", "implicit_corrected"):
+        d32 = sinkhorn_operator_backward(R32, G.astype(np.float32), method)
+        assert d32.dtype == np.float32
+        np.testing.assert_allclose(d32, sinkhorn_operator_backward(R64, G, method),
+                                   rtol=1e-4, atol=1e-5)
+    d32 = sinkhorn_operator_backward(None, G.astype(np.float32), "unrolled",
+                                     X=X.astype(np.float32), n_iter=10)
+    assert d32.dtype == np.float32
+    ref = sinkhorn_operator_backward(None, G.astype(np.float32).astype(np.float64), "unrolled",
+                                     X=X.astype(np.float32).astype(np.float64), n_iter=10)
+    np.testing.assert_allclose(d32, ref, rtol=1e-5, atol=1e-6)
+
+
+# ---------------------------------------------------------------------------
+# inputs
+# ---------------------------------------------------------------------------
+def test_caller_arrays_unmodified(rng):
+    X = rng.uniform(0, 4, size=(9, 5, 5))
+    G = rng.normal(size=X.shape)
+    X0, G0 = X.copy(), G.copy()
+    R = sinkhorn_operator(X, 10)
+    R0 = R.copy()
+    for m in ("implicit", "implicit_corrected", "unrolled"):
+        sinkhorn_operator_backward(R, G, m, X=X, n_iter=10)
+    np.testing.assert_array_equal(X, X0)
+    np.testing.assert_array_equal(G, G0)
+    np.testing.assert_array_equal(R, R0)
+
+
+def test_bad_inputs():
+    X = np.ones((3, 4, 4))
+    R = sinkhorn_operator(X)
+    G = np.ones_like(R)
+    assert_raises_naming(ValueError, "X", sinkhorn_operator, np.ones(4))
+    assert_raises_naming(ValueError, "X", sinkhorn_operator, np.ones((3, 4, 5)))
+    assert_raises_naming(ValueError, "X", sinkhorn_operator, np.ones((3, 0, 0)))
+    bad = X.copy()
+    bad[1, 2, 3] = np.nan
+    assert_raises_naming(ValueError, "X", sinkhorn_operator, bad)
+    bad[1, 2, 3] = np.inf
+    assert_raises_naming(ValueError, "X", sinkhorn_operator, bad)
+    assert_raises_naming(TypeError, "X", sinkhorn_operator, X.astype(complex))
+    assert_raises_naming(TypeError, "X", sinkhorn_operator, X > 0)
+    assert_raises_naming(ValueError, "n_iter", sinkhorn_operator, X, n_iter=0)
+    assert_raises_naming(TypeError, "n_iter", sinkhorn_operator, X, n_iter=2.5)
+    assert_raises_naming(ValueError, "tol", sinkhorn_operator, X, tol=-1.0)
+    assert_raises_naming(ValueError, "tol", sinkhorn_operator, X, tol=np.nan)
+    assert_raises_naming(TypeError, "tol", sinkhorn_operator, X, tol="small")
+
+    bwd = sinkhorn_operator_backward
+    assert_raises_naming(ValueError, "grad_R", bwd, R, np.ones((3, 4, 3)))
+    assert_raises_naming(ValueError, "grad_R", bwd, R, np.ones((2, 4, 4)))
+    assert_raises_naming(ValueError, "R", bwd, np.ones(4), np.ones((4, 4)))
+    Rb = R.copy()
+    Rb[0, 0, 0] = np.nan
+    assert_raises_naming(ValueError, "R", bwd, Rb, G)
+    Rb[0, 0, 0] = -0.1
+    assert_raises_naming(ValueError, "R", bwd, Rb, G)
+    Gb = G.copy()
+    Gb[2, 1, 1] = np.inf
+    assert_raises_naming(ValueError, "grad_R", bwd, R, Gb)
+    assert_raises_naming(ValueError, "method", bwd, R, G, "adjoint")
+    assert_raises_naming(TypeError, "method", bwd, R, G, 3)
+    assert_raises_naming(ValueError, "X", bwd, R, G, "unrolled")
+    assert_raises_naming(ValueError, "X", bwd, R, G, "unrolled", X=np.ones((3, 5, 5)))
+    Xb = X.copy()
+    Xb[0, 0, 0] = np.nan
+    assert_raises_naming(ValueError, "X", bwd, R, G, "unrolled", X=Xb)
+    assert_raises_naming(ValueError, "n_iter", bwd, R, G, "unrolled", X=X, n_iter=0)
+    assert_raises_naming(ValueError, "tol", bwd, R, G, "unrolled", X=X, tol=-1)
+    assert_raises_naming(ValueError, "cg_tol", bwd, R, G, cg_tol=0.0)
+    assert_raises_naming(ValueError, "max_cg_iter", bwd, R, G, max_cg_iter=0)
+    assert_raises_naming(ValueError, "R", bwd, None, G, "implicit")
+
+
+def test_exported():
+    assert numbaot.sinkhorn_operator is sinkhorn_operator
+    assert numbaot.sinkhorn_operator_backward is sinkhorn_operator_backward
+    assert "sinkhorn_operator" in numbaot.__all__
