@@ -24,12 +24,10 @@ Conventions shared by every kernel here
 import math
 
 import numpy as np
-from llvmlite import ir
-from numba import njit, prange, types
-from numba.extending import intrinsic
+from numba import njit, prange
 
 from .._config import JIT_OPTIONS
-from ._math import _bits_to_float64, fast_exp
+from ._math import fast_exp, fast_log
 
 _PAR = dict(JIT_OPTIONS, parallel=True)
 _SER = dict(JIT_OPTIONS)
@@ -79,49 +77,6 @@ def count_invalid(x, nonneg, out):
 # --------------------------------------------------------------------------
 # forward
 # --------------------------------------------------------------------------
-@intrinsic
-def _float64_to_bits(typingctx, x):
-    """Reinterpret the 64 bits of a float64 as an int64 (no conversion)."""
-    sig = types.int64(types.float64)
-
-    def codegen(context, builder, signature, args):
-        return builder.bitcast(args[0], ir.IntType(64))
-
-    return sig, codegen
-
-
-_LN2_HI = 6.93147180369123816490e-01
-_LN2_LO = 1.90821492927058770002e-10
-_SQRT2 = 1.4142135623730951
-
-
-@njit(inline="always", **_SER)
-def fast_log(x):
-    """log(x) for a positive, normal, finite float64 x (the kernels call it
-    on shifted exp-sums >= _SUM_FLOOR only); vectorisable.  x = 2^e m with
-    m in [sqrt(1/2), sqrt(2)), log m = 2 atanh(t), t = (m-1)/(m+1),
-    |t| <= 0.1716, by its series to t^19 (truncation < 3e-17 relative)."""
-    bits = _float64_to_bits(x)
-    e = np.float64((bits >> 52) - 1023)
-    m = _bits_to_float64((bits & 0x000FFFFFFFFFFFFF) | 0x3FF0000000000000)
-    big = m > _SQRT2
-    m = m * 0.5 if big else m
-    e = e + 1.0 if big else e
-    t = (m - 1.0) / (m + 1.0)
-    t2 = t * t
-    p = 1.0 / 19.0
-    p = p * t2 + 1.0 / 17.0
-    p = p * t2 + 1.0 / 15.0
-    p = p * t2 + 1.0 / 13.0
-    p = p * t2 + 1.0 / 11.0
-    p = p * t2 + 1.0 / 9.0
-    p = p * t2 + 1.0 / 7.0
-    p = p * t2 + 1.0 / 5.0
-    p = p * t2 + 1.0 / 3.0
-    p = p * t2 + 1.0
-    return e * _LN2_HI + (e * _LN2_LO + 2.0 * t * p)
-
-
 # --------------------------------------------------------------------------
 # lane layout: a work item holds L = lanes_for(n) matrices side by side
 # --------------------------------------------------------------------------
