@@ -15,7 +15,7 @@ import warnings
 
 import numpy as np
 
-from . import _checks
+from . import _checks, _dispatch
 from .bregman import _NOT_CONVERGED, sinkhorn, sinkhorn2
 from .cpu import empirical as _ke
 from .utils import dist
@@ -98,6 +98,12 @@ def _lazy(X_s, X_t, reg, a, b, metric, numIterMax, stopThr, batchSize, verbose, 
         raise ValueError(f"metric must be one of {sorted(_LAZY_METRICS)} with isLazy=True; "
                          f"got {metric!r}")
     _batch_size(batchSize)
+    on_dev = _dispatch.device_of(X_s=X_s, X_t=X_t, a=a, b=b) == "cuda"
+    like = X_s
+    if on_dev:  # validated on host copies (O((n + m) d)); the iterations run on the GPU
+        _dispatch.require_cuda()
+        X_s, X_t, a, b = (_dispatch.as_device_array(x).copy_to_host()
+                          if _dispatch.is_device_array(x) else x for x in (X_s, X_t, a, b))
     X_s = _points(X_s, "X_s")
     X_t = _points(X_t, "X_t")
     if X_s.shape[1] != X_t.shape[1]:
@@ -111,8 +117,6 @@ def _lazy(X_s, X_t, reg, a, b, metric, numIterMax, stopThr, batchSize, verbose, 
     b = _weights(b_in, nt, "b")
     Xs = np.ascontiguousarray(X_s, dtype=np.float64)
     Xt = np.ascontiguousarray(X_t, dtype=np.float64)
-    Xs_t = np.ascontiguousarray(Xs.T)
-    Xt_t = np.ascontiguousarray(Xt.T)
     with np.errstate(divide="ignore"):
         log_a, log_b = np.log(a), np.log(b)
     if warmstart is None:
@@ -128,21 +132,17 @@ def _lazy(X_s, X_t, reg, a, b, metric, numIterMax, stopThr, batchSize, verbose, 
             raise ValueError(f"warmstart must have shapes ({ns},), ({nt},); got {f.shape}, {g.shape}")
     c = -1.0 / reg
     code = _LAZY_METRICS[metric]
-    lse_f = np.empty(ns)
-    lse_g = np.empty(nt)
+    eng = (_LazyCUDA if on_dev else _LazyCPU)(Xs, Xt, log_a, log_b, f, g, c, code, dtype)
     errs = []
     i_ot = 0
     converged = False
     for i_ot in range(numIterMax):
-        _ke.lazy_lse(Xs, Xt_t, g, c, code, lse_f)
-        f = log_a - lse_f
-        _ke.lazy_lse(Xt, Xs_t, f, c, code, lse_g)
-        g = log_b - lse_g
+        eng.step()
         if (i_ot + 1) % 10 == 0:
-            _ke.lazy_lse(Xs, Xt_t, g, c, code, lse_f)
+            f_h, lse_f = eng.row_lse_for_error()
             with np.errstate(invalid="ignore"):
-                m1 = np.exp(f + lse_f)
-            m1[np.isneginf(f)] = 0.0
+                m1 = np.exp(f_h + lse_f)
+            m1[np.isneginf(f_h)] = 0.0
             err = dtype.type(np.sum(np.abs(m1 - a)))
             if log:
                 errs.append(err)
@@ -153,13 +153,90 @@ def _lazy(X_s, X_t, reg, a, b, metric, numIterMax, stopThr, batchSize, verbose, 
                 break
     if not converged and warn:
         warnings.warn(_NOT_CONVERGED)
-    f_out, g_out = f.astype(dtype), g.astype(dtype)
+    f, g = eng.potentials()
+    f_out, g_out = eng.outputs(like)
     lg = None
     if log:
         lg = {"err": errs, "u": f_out, "v": g_out, "niter": i_ot,
               "lazy_plan": LazyPlan(Xs, Xt, f, g, metric, reg, dtype)}
-    state = dict(Xs=Xs, Xt_t=Xt_t, f=f, g=g, c=c, code=code, dtype=dtype)
+    state = dict(Xs=Xs, Xt_t=np.ascontiguousarray(Xt.T), f=f, g=g, c=c, code=code,
+                 dtype=dtype, engine=eng)
     return f_out, g_out, lg, state
+
+
+class _LazyCPU:
+    """Lazy iterations on the CPU kernels (float64 inside)."""
+
+    def __init__(self, Xs, Xt, log_a, log_b, f, g, c, code, dtype):
+        self.Xs, self.Xt = Xs, Xt
+        self.Xs_t, self.Xt_t = np.ascontiguousarray(Xs.T), np.ascontiguousarray(Xt.T)
+        self.log_a, self.log_b, self.f, self.g = log_a, log_b, f, g
+        self.c, self.code, self.dtype = c, code, dtype
+        self.lse_f = np.empty(Xs.shape[0])
+        self.lse_g = np.empty(Xt.shape[0])
+
+    def step(self):
+        _ke.lazy_lse(self.Xs, self.Xt_t, self.g, self.c, self.code, self.lse_f)
+        self.f = self.log_a - self.lse_f
+        _ke.lazy_lse(self.Xt, self.Xs_t, self.f, self.c, self.code, self.lse_g)
+        self.g = self.log_b - self.lse_g
+
+    def row_lse_for_error(self):
+        _ke.lazy_lse(self.Xs, self.Xt_t, self.g, self.c, self.code, self.lse_f)
+        return self.f, self.lse_f
+
+    def potentials(self):
+        return self.f, self.g
+
+    def outputs(self, like):
+        return self.f.astype(self.dtype), self.g.astype(self.dtype)
+
+    def loss(self):
+        return _ke.lazy_loss(self.Xs, self.Xt_t, self.f, self.g, self.c, self.code)
+
+
+class _LazyCUDA:
+    """Lazy iterations on the CUDA kernels (numbaot.cuda.empirical), in the
+    dtype of the data; the potentials stay on the device, the host reads n
+    numbers per stopping test (every 10 iterations)."""
+
+    def __init__(self, Xs, Xt, log_a, log_b, f, g, c, code, dtype):
+        from numba import cuda
+
+        from .cuda import empirical as cu
+
+        def dev(x):
+            return cuda.to_device(np.ascontiguousarray(x, dtype=dtype))
+
+        self.cu = cu
+        self.Xs, self.Xt = dev(Xs), dev(Xt)
+        self.Xs_t, self.Xt_t = dev(Xs.T), dev(Xt.T)
+        self.log_a, self.log_b, self.f, self.g = dev(log_a), dev(log_b), dev(f), dev(g)
+        self.c, self.code, self.dtype = c, code, dtype
+        self.lse_f = cuda.device_array(Xs.shape[0], dtype=dtype)
+        self.lse_g = cuda.device_array(Xt.shape[0], dtype=dtype)
+
+    def step(self):
+        cu = self.cu
+        cu.lazy_lse(self.Xs, self.Xt_t, self.g, self.c, self.code, self.lse_f)
+        cu.potential_update(self.log_a, self.lse_f, self.f)
+        cu.lazy_lse(self.Xt, self.Xs_t, self.f, self.c, self.code, self.lse_g)
+        cu.potential_update(self.log_b, self.lse_g, self.g)
+
+    def row_lse_for_error(self):
+        self.cu.lazy_lse(self.Xs, self.Xt_t, self.g, self.c, self.code, self.lse_f)
+        return (self.f.copy_to_host().astype(np.float64),
+                self.lse_f.copy_to_host().astype(np.float64))
+
+    def potentials(self):
+        return (self.f.copy_to_host().astype(np.float64),
+                self.g.copy_to_host().astype(np.float64))
+
+    def outputs(self, like):
+        return _dispatch.like_input(self.f, like), _dispatch.like_input(self.g, like)
+
+    def loss(self):
+        return self.cu.lazy_loss(self.Xs, self.Xt_t, self.f, self.g, self.c, self.code)
 
 
 def empirical_sinkhorn(X_s, X_t, reg, a=None, b=None, metric="sqeuclidean", numIterMax=10000,
@@ -259,8 +336,7 @@ def empirical_sinkhorn2(X_s, X_t, reg, a=None, b=None, metric="sqeuclidean", num
     if isLazy:
         _, _, lg, st = _lazy(X_s, X_t, reg, a, b, metric, numIterMax, stopThr, batchSize,
                              verbose, log, warn, warmstart)
-        loss = st["dtype"].type(_ke.lazy_loss(st["Xs"], st["Xt_t"], st["f"], st["g"], st["c"],
-                                              st["code"]))
+        loss = st["dtype"].type(st["engine"].loss())
         return (loss, lg) if log else loss
     M = dist(X_s, X_t, metric=metric)
     if a is None:

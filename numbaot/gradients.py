@@ -29,8 +29,8 @@ the truncated iteration.
 """
 import numpy as np
 
-from . import _checks
-from .bregman import _NOT_CONVERGED, sinkhorn_knopp, sinkhorn_log  # noqa: F401
+from . import _checks, _dispatch
+from .bregman import sinkhorn_knopp, sinkhorn_log
 from .cpu import empirical as _ke
 from .cpu import sinkhorn as _ks
 from .empirical import _LAZY_METRICS, _lazy
@@ -174,6 +174,8 @@ def empirical_sinkhorn2_value_and_grad(X_s, X_t, reg, a=None, b=None, metric="sq
     """
     if metric not in _LAZY_METRICS:
         raise ValueError(f"metric must be one of {sorted(_LAZY_METRICS)}; got {metric!r}")
+    if _dispatch.device_of(X_s=X_s, X_t=X_t, a=a, b=b) != "cpu":
+        raise TypeError("empirical_sinkhorn2_value_and_grad takes host (NumPy) arrays for now")
     b_arr = None if b is None else _checks.as_real_array(b, "b")
     a_arr = None if a is None else _checks.as_real_array(a, "a")
     if b_arr is not None and b_arr.ndim == 2:

@@ -51,9 +51,9 @@ import numba
 from numba import cuda
 
 from .. import _config
-from ._registry import device, kernel
+from ._reduce import make_reductions
+from ._registry import kernel
 
-_FULL = 0xFFFFFFFF
 
 
 def _build(dt):
@@ -69,89 +69,9 @@ def _build(dt):
     U8 = "uint8[::1]"
     I32 = "int32[::1]"
 
-    # ------------------------------------------------------------------
-    # device helpers
-    # ------------------------------------------------------------------
-    @device
-    def lse_push(m, s, x):
-        """Add exp(x) to the pair (m, s) (value s * exp(m)); one exp."""
-        if x > m:
-            return x, s * math.exp(m - x) + ONE
-        if x > NINF:
-            return m, s + math.exp(x - m)
-        return m, s
-
-    @device
-    def lse_merge(m1, s1, m2, s2):
-        """Merge two (max, scaled sum) pairs; symmetric, so every lane of a
-        butterfly ends with the same bits.  A -inf max is the empty sum."""
-        if m2 > m1:
-            m1, s1, m2, s2 = m2, s2, m1, s1
-        if m2 == NINF:
-            return m1, s1
-        return m1, s1 + s2 * math.exp(m2 - m1)
-
-    @device
-    def warp_lse(m, s):
-        off = 16
-        while off > 0:
-            m2 = cuda.shfl_xor_sync(_FULL, m, off)
-            s2 = cuda.shfl_xor_sync(_FULL, s, off)
-            m, s = lse_merge(m, s, m2, s2)
-            off //= 2
-        return m, s
-
-    @device
-    def warp_sum(s):
-        off = 16
-        while off > 0:
-            s += cuda.shfl_xor_sync(_FULL, s, off)
-            off //= 2
-        return s
-
-    @device
-    def block_lse(m, s, sm, ss):
-        """Block-wide (max, sum) merge; the result is valid in warp 0."""
-        tid = cuda.threadIdx.x
-        lane = tid & 31
-        w = tid >> 5
-        nw = (cuda.blockDim.x + 31) >> 5
-        m, s = warp_lse(m, s)
-        cuda.syncthreads()  # the shared slots may still be read from a previous call
-        if lane == 0:
-            sm[w] = m
-            ss[w] = s
-        cuda.syncthreads()
-        if w == 0:
-            if lane < nw:
-                m = sm[lane]
-                s = ss[lane]
-            else:
-                m = NINF
-                s = ZERO
-            m, s = warp_lse(m, s)
-        return m, s
-
-    @device
-    def block_sum(s, ss):
-        """Block-wide sum; the result is valid in warp 0."""
-        tid = cuda.threadIdx.x
-        lane = tid & 31
-        w = tid >> 5
-        nw = (cuda.blockDim.x + 31) >> 5
-        s = warp_sum(s)
-        cuda.syncthreads()
-        if lane == 0:
-            ss[w] = s
-        cuda.syncthreads()
-        if w == 0:
-            s = ss[lane] if lane < nw else ZERO
-            s = warp_sum(s)
-        return s
-
-    @device
-    def finite(x):
-        return x - x == ZERO
+    R = make_reductions(dt)
+    lse_push, lse_merge, warp_lse, warp_sum = R.lse_push, R.lse_merge, R.warp_lse, R.warp_sum
+    block_lse, block_sum, finite = R.block_lse, R.block_sum, R.finite
 
     # ------------------------------------------------------------------
     # elementwise and reductions shared by both algorithms

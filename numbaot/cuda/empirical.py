@@ -1,0 +1,121 @@
+"""CUDA kernels for point clouds with costs computed on the fly, mirroring
+``numbaot/cpu/empirical.py`` (``lazy_lse``, ``lazy_loss``).
+
+Points: ``X`` (n, d) and ``Yt`` (d, m) C-contiguous device arrays (Y stored
+transposed: a warp reads 32 consecutive targets of one coordinate,
+coalesced).  The cost of (x_i, y_j) is formed in registers (metric 0:
+squared Euclidean, 1: Euclidean) inside the reduction; nothing of size n m
+is ever stored.  ``lazy_lse`` is Viehmann's block per row: each thread keeps
+an online (max, scaled sum) pair over its strided targets, merged by warp
+shuffles and then across warps.  One kernel set per dtype (float32 problems
+compute in float32).
+"""
+import math
+
+import numpy as np
+import numba
+from numba import cuda
+
+from .. import _config
+from ._reduce import make_reductions
+from ._registry import kernel
+
+__all__ = ["lazy_lse", "lazy_loss", "potential_update"]
+
+
+def _build(dt):
+    T = numba.from_dtype(np.dtype(dt))
+    tag = str(T)
+    NINF = dt(-np.inf)
+    ZERO = dt(0.0)
+    A1 = f"{T}[::1]"
+    A2 = f"{T}[:, ::1]"
+    R = make_reductions(dt)
+    lse_push, block_lse, block_sum = R.lse_push, R.block_lse, R.block_sum
+
+    @kernel([f"void({A2}, {A2}, {A1}, {T}, int64, {A1})"], hot=True, warp_shuffle=True, tag=tag)
+    def lazy_lse_rows(X, Yt, w, c, metric, out):
+        """out[i] = LSE_j (w[j] + c cost(x_i, y_j)); block per row i."""
+        sm = cuda.shared.array(32, dtype=T)
+        ss = cuda.shared.array(32, dtype=T)
+        tid = cuda.threadIdx.x
+        d = X.shape[1]
+        for i in range(cuda.blockIdx.x, X.shape[0], cuda.gridDim.x):
+            m = NINF
+            s = ZERO
+            for j in range(tid, Yt.shape[1], cuda.blockDim.x):
+                cost = ZERO
+                for k in range(d):
+                    diff = X[i, k] - Yt[k, j]
+                    cost += diff * diff
+                if metric == 1:
+                    cost = math.sqrt(cost)
+                m, s = lse_push(m, s, w[j] + c * cost)
+            m, s = block_lse(m, s, sm, ss)
+            if tid == 0:
+                out[i] = m + math.log(s) if m > NINF else NINF
+
+    @kernel([f"void({A2}, {A2}, {A1}, {A1}, {T}, int64, {A1})"], warp_shuffle=True, tag=tag)
+    def lazy_loss_rows(X, Yt, f, g, c, metric, part):
+        """part[i] = sum_j cost_ij exp(f_i + g_j + c cost_ij)."""
+        ss = cuda.shared.array(32, dtype=T)
+        tid = cuda.threadIdx.x
+        d = X.shape[1]
+        for i in range(cuda.blockIdx.x, X.shape[0], cuda.gridDim.x):
+            acc = ZERO
+            if f[i] > NINF:
+                for j in range(tid, Yt.shape[1], cuda.blockDim.x):
+                    cost = ZERO
+                    for k in range(d):
+                        diff = X[i, k] - Yt[k, j]
+                        cost += diff * diff
+                    if metric == 1:
+                        cost = math.sqrt(cost)
+                    acc += cost * math.exp(f[i] + g[j] + c * cost)
+            acc = block_sum(acc, ss)
+            if tid == 0:
+                part[i] = acc
+
+    @kernel([f"void({A1}, {A1}, {A1})"], hot=True, tag=tag)
+    def potential_update(base, lse, out):
+        """out = base - lse, -inf where base is -inf (zero weights)."""
+        i = cuda.grid(1)
+        if i < out.shape[0]:
+            out[i] = base[i] - lse[i] if base[i] > NINF else NINF
+
+    return dict(lazy_lse_rows=lazy_lse_rows, lazy_loss_rows=lazy_loss_rows,
+                potential_update=potential_update)
+
+
+_KERNELS = {np.dtype(np.float32): _build(np.float32), np.dtype(np.float64): _build(np.float64)}
+
+
+def _k(name, dtype):
+    return _KERNELS[np.dtype(dtype)][name]
+
+
+def _grid(n):
+    return max(1, min(int(n), 65535 * 32))
+
+
+def lazy_lse(X, Yt, w, c, metric, out):
+    """out[i] = LSE_j (w[j] + c cost(x_i, y_j)) (device arrays)."""
+    dt = X.dtype
+    _k("lazy_lse_rows", dt)[_grid(X.shape[0]), int(_config.CUDA_THREADS)](
+        X, Yt, w, dt.type(c), metric, out)
+
+
+def potential_update(base, lse, out):
+    """out = base - lse (log-weights minus a logsumexp), on the device."""
+    t = int(_config.CUDA_THREADS)
+    _k("potential_update", out.dtype)[(out.shape[0] + t - 1) // t, t](base, lse, out)
+
+
+def lazy_loss(X, Yt, f, g, c, metric):
+    """sum_ij cost_ij exp(f_i + g_j + c cost_ij) (row partials summed on the
+    host in row order: n numbers)."""
+    dt = X.dtype
+    part = cuda.device_array(X.shape[0], dtype=dt)
+    _k("lazy_loss_rows", dt)[_grid(X.shape[0]), int(_config.CUDA_THREADS)](
+        X, Yt, f, g, dt.type(c), metric, part)
+    return float(np.sum(part.copy_to_host(), dtype=np.float64))
