@@ -29,6 +29,8 @@ from .scan import (
 )
 from . import implicit
 from .implicit import sinkhorn_operator, sinkhorn_operator_backward
+from . import unbalanced
+from .unbalanced import barycenter_unbalanced, sinkhorn_unbalanced, sinkhorn_unbalanced2
 
 __version__ = "0.1.0"
 
@@ -61,4 +63,9 @@ __all__ = [
     "implicit",
     "sinkhorn_operator",
     "sinkhorn_operator_backward",
+    # unbalanced OT (numbaot.unbalanced; POT has these top-level aliases)
+    "unbalanced",
+    "sinkhorn_unbalanced",
+    "sinkhorn_unbalanced2",
+    "barycenter_unbalanced",
 ]

@@ -1,0 +1,398 @@
+"""CPU kernels of unbalanced entropic OT, mirrored by name in ``numbaot/cuda/unbalanced.py``.
+
+Conventions (as ``numbaot.cpu.sinkhorn``)
+-----------------------------------------
+* ``Kmat`` / ``M`` have shape (dim_a, dim_b), C order, float32 or float64, and
+  are only read by the iterations.
+* Per-problem vectors are problem-major float64: ``u`` (n_hists, dim_a), ``v``
+  and ``q`` (n_hists, dim_b); a weight array with leading dimension 1 is shared.
+* Rows are split into fixed chunks (``numbaot.cpu.chunk_layout``); each chunk
+  owns a private block ``Q[c]`` of column accumulators, merged in chunk order,
+  so results do not depend on the thread count.
+
+Algorithms
+----------
+Multiplicative (Chizat, Peyre, Schmitzer, Vialard 2018, "Scaling algorithms for
+unbalanced optimal transport problems", Algorithm 2 with the KL proximal
+operator; POT's ``sinkhorn_knopp_unbalanced``): with fi1 = reg_m1 / (reg_m1 +
+reg), fi2 = reg_m2 / (reg_m2 + reg) (1 for an infinite reg_m),
+
+    u <- (a / (K v))^fi1,   v <- (b / (K^T u))^fi2.
+
+``uot_fused_pass`` streams K exactly once per iteration (MAP-UOT, Sun, Hu,
+Jiang 2024, adapted to the read-only scaling form): for each tile of rows it
+forms (K v)_i, the new u_i, and adds K_ij u_i into the chunk's column
+accumulators, which become K^T u for the v update.
+
+Log domain (numbaot extension): with log-kernel -M0/reg + ga_i + gb_j,
+log u_i = fi1 (log a_i - ga_i - LSE_j(-M0_ij/reg + gb_j + log v_j)) and the
+symmetric update of log v, each logsumexp max-shifted (``uot_log_row_update``
+reads M0 row by row; ``log_col_lse`` of ``numbaot.cpu.sinkhorn`` does the
+columns in tiles).
+"""
+import math
+
+import numpy as np
+from numba import njit, prange
+
+from .._config import COL_BLOCK, JIT_OPTIONS
+from ._math import fast_exp
+from .sinkhorn import _axpy_rows, _dot_rows, _tile_rows, log_col_lse, merge_chunks
+
+_PAR = dict(JIT_OPTIONS, parallel=True)
+_SER = dict(JIT_OPTIONS)
+
+__all__ = [
+    "uot_gibbs",
+    "uot_fused_pass",
+    "uot_steps",
+    "uot_plan_stats",
+    "uot_loss",
+    "uot_log_row_update",
+    "uot_log_steps",
+    "uot_log_plan_stats",
+]
+
+
+# --------------------------------------------------------------------------
+# Gibbs kernel with reference measure
+# --------------------------------------------------------------------------
+@njit(**_PAR)
+def uot_gibbs(M, c, ca, cb, C, use_mat, out):
+    """out[i, j] = exp(c M[i, j]) * C[i, j] if use_mat else exp(c M[i, j]) * ca[i] * cb[j].
+
+    ``c = -1/reg``; ``ca``/``cb`` give a rank-one reference measure (a b^T for
+    reg_type 'kl', ones for 'entropy'); ``C`` an explicit one.
+    """
+    n, m = M.shape
+    for i in prange(n):
+        if use_mat:
+            for j in range(m):
+                out[i, j] = fast_exp(c * M[i, j]) * C[i, j]
+        else:
+            cai = ca[i]
+            for j in range(m):
+                out[i, j] = fast_exp(c * M[i, j]) * cai * cb[j]
+
+
+# --------------------------------------------------------------------------
+# Multiplicative iterations
+# --------------------------------------------------------------------------
+@njit(**_SER)
+def _pow(x, e):
+    """x ** e with the exponent-1 case exact and cheap."""
+    if e == 1.0:
+        return x
+    return x ** e
+
+
+@njit(**_PAR)
+def uot_fused_pass(Kmat, a, v, fi1, n_chunks, chunk_rows, Q, u, q):
+    """One read of K: u[k, i] = (a[k, i] / (K v_k)_i)^fi1 and q = K^T u (new u).
+
+    Tiles of a few rows, columns in blocks of COL_BLOCK: the first sweep of a
+    tile forms K v from memory, the second re-reads the tile from L2 and adds
+    K_ij u_i into the chunk's accumulators (see ``knopp_fused_pass``).
+    """
+    n, m = Kmat.shape
+    K = v.shape[0]
+    shared_a = a.shape[0] == 1
+    R = _tile_rows(m)
+    for ch in prange(n_chunks):
+        i0 = ch * chunk_rows
+        i1 = min(n, i0 + chunk_rows)
+        Qc = Q[ch]
+        Qc[:, :] = 0.0
+        s = np.empty(R)
+        w = np.empty(R)
+        for t0 in range(i0, i1, R):
+            nr = min(i1, t0 + R) - t0
+            for k in range(K):
+                s[:] = 0.0
+                for j0 in range(0, m, COL_BLOCK):
+                    _dot_rows(Kmat, t0, nr, v, k, j0, min(m, j0 + COL_BLOCK) - j0, s)
+                for r in range(nr):
+                    aki = a[0, t0 + r] if shared_a else a[k, t0 + r]
+                    w[r] = _pow(aki / s[r], fi1)
+                    u[k, t0 + r] = w[r]
+                for j0 in range(0, m, COL_BLOCK):
+                    _axpy_rows(w, Kmat, t0, nr, Qc, k, j0, min(m, j0 + COL_BLOCK) - j0)
+    merge_chunks(Q, np.ones(K, dtype=np.bool_), q)
+
+
+@njit(**_SER)
+def _rel_change(x, xprev):
+    """max|x - xprev| / max(max|x|, max|xprev|, 1)  (POT's err_u / err_v)."""
+    d = 0.0
+    mx = 1.0
+    for k in range(x.shape[0]):
+        for j in range(x.shape[1]):
+            d = max(d, abs(x[k, j] - xprev[k, j]))
+            mx = max(mx, abs(x[k, j]), abs(xprev[k, j]))
+    return d / mx
+
+
+@njit(**_SER)
+def _finite(x):
+    for k in range(x.shape[0]):
+        for j in range(x.shape[1]):
+            if not np.isfinite(x[k, j]):
+                return False
+    return True
+
+
+@njit(**_SER)
+def uot_steps(Kmat, a, b, u, v, fi1, fi2, n_chunks, chunk_rows, Q, q, n_steps,
+              stopThr, errs):
+    """Up to ``n_steps`` unbalanced Sinkhorn iterations in place (POT order).
+
+    Each iteration: u = (a / K v)^fi1 and q = K^T u in one read of K, then
+    v = (b / q)^fi2.  As POT, an iteration where K^T u has a zero or u, v
+    get a NaN/inf is undone and the run stops; otherwise
+    err = (err_u + err_v) / 2 (relative sup-norm changes) is stored in
+    ``errs[it]`` and the run stops once err < stopThr.
+
+    Returns (iterations run, failed): on failure the first value is the
+    index of the failing iteration (no err stored for it).
+    """
+    uprev = np.empty_like(u)
+    vprev = np.empty_like(v)
+    shared_b = b.shape[0] == 1
+    for it in range(n_steps):
+        uprev[:, :] = u
+        vprev[:, :] = v
+        uot_fused_pass(Kmat, a, v, fi1, n_chunks, chunk_rows, Q, u, q)
+        bad = False
+        for k in range(q.shape[0]):
+            for j in range(q.shape[1]):
+                qkj = q[k, j]
+                if qkj == 0.0:
+                    bad = True
+                bkj = b[0, j] if shared_b else b[k, j]
+                v[k, j] = _pow(bkj / qkj, fi2)
+        if bad or not _finite(u) or not _finite(v):
+            u[:, :] = uprev
+            v[:, :] = vprev
+            return it, True
+        err = 0.5 * (_rel_change(u, uprev) + _rel_change(v, vprev))
+        errs[it] = err
+        if err < stopThr:
+            return it + 1, False
+    return n_steps, False
+
+
+# --------------------------------------------------------------------------
+# Outputs
+# --------------------------------------------------------------------------
+@njit(**_PAR)
+def uot_plan_stats(Kmat, M, u, v, C, ca, cb, use_mat, write_plan, plan,
+                   n_chunks, chunk_rows, rows, Qcols, cols, out):
+    """plan = diag(u) K diag(v) (if ``write_plan``), its row sums ``rows``
+    (dim_a,), column sums ``cols`` (dim_b,), and
+    out[0] = <plan, M>, out[1] = sum plan log(plan / c + 1e-16) (POT's
+    ``kl_div(plan, c)``), with c = C or ca cb^T.  One problem (u (dim_a,),
+    v (dim_b,)); chunk partials merged in chunk order."""
+    n, m = Kmat.shape
+    part = np.zeros((n_chunks, 2))
+    for ch in prange(n_chunks):
+        i0 = ch * chunk_rows
+        i1 = min(n, i0 + chunk_rows)
+        Qc = Qcols[ch]
+        Qc[0, :] = 0.0
+        for i in range(i0, i1):
+            ui = u[i]
+            rs = 0.0
+            lin = 0.0
+            kl = 0.0
+            for j in range(m):
+                p = ui * Kmat[i, j] * v[j]
+                if write_plan:
+                    plan[i, j] = p
+                cij = C[i, j] if use_mat else ca[i] * cb[j]
+                rs += p
+                lin += p * M[i, j]
+                kl += p * math.log(p / cij + 1e-16)
+                Qc[0, j] += p
+            rows[i] = rs
+            part[ch, 0] += lin
+            part[ch, 1] += kl
+    merge_chunks(Qcols, np.ones(1, dtype=np.bool_), cols.reshape((1, m)))
+    out[0] = 0.0
+    out[1] = 0.0
+    for ch in range(n_chunks):
+        out[0] += part[ch, 0]
+        out[1] += part[ch, 1]
+
+
+@njit(**_PAR)
+def uot_loss(Kmat, M, u, v, n_chunks, chunk_rows, out):
+    """out[k] = sum_ij M[i, j] u[k, i] K[i, j] v[k, j] for each problem k."""
+    n, m = Kmat.shape
+    K = v.shape[0]
+    part = np.zeros((n_chunks, K))
+    for ch in prange(n_chunks):
+        i0 = ch * chunk_rows
+        i1 = min(n, i0 + chunk_rows)
+        for i in range(i0, i1):
+            for k in range(K):
+                s = 0.0
+                for j in range(m):
+                    s += M[i, j] * Kmat[i, j] * v[k, j]
+                part[ch, k] += s * u[k, i]
+    for k in range(K):
+        acc = 0.0
+        for ch in range(n_chunks):
+            acc += part[ch, k]
+        out[k] = acc
+
+
+# --------------------------------------------------------------------------
+# Log domain (numbaot extension)
+# --------------------------------------------------------------------------
+@njit(**_PAR)
+def uot_log_row_update(M0, c, gv, la, fi1, out):
+    """out[k, i] = fi1 * (la[k, i] - LSE_j(c M0[i, j] + gv[k, j])), the
+    row logsumexp max-shifted (two sweeps of a row that stays in cache);
+    rows with la = -inf get -inf.  ``la`` may have one shared row."""
+    n, m = M0.shape
+    K = gv.shape[0]
+    shared = la.shape[0] == 1
+    for i in prange(n):
+        for k in range(K):
+            lai = la[0, i] if shared else la[k, i]
+            if lai == -np.inf:
+                out[k, i] = -np.inf
+                continue
+            mx = -np.inf
+            for j in range(m):
+                mx = max(mx, c * M0[i, j] + gv[k, j])
+            if mx == -np.inf:
+                out[k, i] = np.inf
+                continue
+            s = 0.0
+            for j in range(m):
+                s += fast_exp(c * M0[i, j] + gv[k, j] - mx)
+            out[k, i] = fi1 * (lai - (mx + math.log(s)))
+
+
+@njit(**_SER)
+def _log_rel_change(x, xprev):
+    """max|x - xprev| / max(max|x|, max|xprev|, 1) over the finite entries."""
+    d = 0.0
+    mx = 1.0
+    for k in range(x.shape[0]):
+        for j in range(x.shape[1]):
+            if np.isfinite(x[k, j]) and np.isfinite(xprev[k, j]):
+                d = max(d, abs(x[k, j] - xprev[k, j]))
+                mx = max(mx, abs(x[k, j]), abs(xprev[k, j]))
+    return d / mx
+
+
+@njit(**_SER)
+def uot_log_steps(M0, c, ga, gb, la, lb, fi1, fi2, logu, logv, n_chunks, chunk_rows,
+                  n_steps, stopThr, errs):
+    """Up to ``n_steps`` log-domain unbalanced iterations in place.
+
+    With log-kernel c M0_ij + ga[k, i] + gb[k, j] (c = -1/reg):
+    log u = fi1 (la - ga - LSE_j(c M0 + gb + log v)),
+    log v = fi2 (lb - gb - LSE_i(c M0 + ga + log u)); err = half the sum of
+    the relative sup-norm changes of log u and log v.  Returns
+    (iterations run, failed) (failed: a NaN appeared; the step is undone).
+    Vector arrays may have one shared row (leading dimension 1).
+    """
+    K = logu.shape[0]
+    n = logu.shape[1]
+    m = logv.shape[1]
+    uprev = np.empty_like(logu)
+    vprev = np.empty_like(logv)
+    gv = np.empty((K, m))
+    gu = np.empty((K, n))
+    lam = np.empty((la.shape[0], n))
+    lbm = np.empty((lb.shape[0], m))
+    for k in range(la.shape[0]):
+        for i in range(n):
+            lam[k, i] = la[k, i] - ga[min(k, ga.shape[0] - 1), i]
+    for k in range(lb.shape[0]):
+        for j in range(m):
+            lbm[k, j] = lb[k, j] - gb[min(k, gb.shape[0] - 1), j]
+    for k in range(la.shape[0]):
+        for i in range(n):
+            if la[k, i] == -np.inf:
+                lam[k, i] = -np.inf
+    for k in range(lb.shape[0]):
+        for j in range(m):
+            if lb[k, j] == -np.inf:
+                lbm[k, j] = -np.inf
+    for it in range(n_steps):
+        uprev[:, :] = logu
+        vprev[:, :] = logv
+        for k in range(K):
+            kb = min(k, gb.shape[0] - 1)
+            for j in range(m):
+                gv[k, j] = gb[kb, j] + logv[k, j]
+        uot_log_row_update(M0, c, gv, lam, fi1, logu)
+        for k in range(K):
+            ka = min(k, ga.shape[0] - 1)
+            for i in range(n):
+                gu[k, i] = ga[ka, i] + logu[k, i]
+        log_col_lse(M0, c, gu, n_chunks, chunk_rows, logv)
+        shared = lbm.shape[0] == 1
+        bad = False
+        for k in range(K):
+            for j in range(m):
+                lbj = lbm[0, j] if shared else lbm[k, j]
+                if lbj == -np.inf:
+                    logv[k, j] = -np.inf
+                else:
+                    logv[k, j] = fi2 * (lbj - logv[k, j])
+                if np.isnan(logv[k, j]):
+                    bad = True
+            for i in range(n):
+                if np.isnan(logu[k, i]):
+                    bad = True
+        if bad:
+            logu[:, :] = uprev
+            logv[:, :] = vprev
+            return it, True
+        err = 0.5 * (_log_rel_change(logu, uprev) + _log_rel_change(logv, vprev))
+        errs[it] = err
+        if err < stopThr:
+            return it + 1, False
+    return n_steps, False
+
+
+@njit(**_PAR)
+def uot_log_plan_stats(M0, M, c, fu, fv, C, ca, cb, use_mat, write_plan, plan,
+                       n_chunks, chunk_rows, rows, Qcols, cols, out):
+    """``uot_plan_stats`` for the log domain: plan_ij = exp(c M0_ij + fu_i + fv_j)
+    (fu, fv: log-scalings plus the rank-one log reference measure)."""
+    n, m = M0.shape
+    part = np.zeros((n_chunks, 2))
+    for ch in prange(n_chunks):
+        i0 = ch * chunk_rows
+        i1 = min(n, i0 + chunk_rows)
+        Qc = Qcols[ch]
+        Qc[0, :] = 0.0
+        for i in range(i0, i1):
+            fi = fu[i]
+            rs = 0.0
+            lin = 0.0
+            kl = 0.0
+            for j in range(m):
+                p = fast_exp(c * M0[i, j] + fi + fv[j])
+                if write_plan:
+                    plan[i, j] = p
+                cij = C[i, j] if use_mat else ca[i] * cb[j]
+                rs += p
+                lin += p * M[i, j]
+                kl += p * math.log(p / cij + 1e-16)
+                Qc[0, j] += p
+            rows[i] = rs
+            part[ch, 0] += lin
+            part[ch, 1] += kl
+    merge_chunks(Qcols, np.ones(1, dtype=np.bool_), cols.reshape((1, m)))
+    out[0] = 0.0
+    out[1] = 0.0
+    for ch in range(n_chunks):
+        out[0] += part[ch, 0]
+        out[1] += part[ch, 1]
