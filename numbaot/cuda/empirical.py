@@ -17,6 +17,7 @@ import numba
 from numba import cuda
 
 from .. import _config
+from ._launch import per_dtype
 from ._reduce import make_reductions
 from ._registry import kernel
 
@@ -87,11 +88,7 @@ def _build(dt):
                 potential_update=potential_update)
 
 
-_KERNELS = {np.dtype(np.float32): _build(np.float32), np.dtype(np.float64): _build(np.float64)}
-
-
-def _k(name, dtype):
-    return _KERNELS[np.dtype(dtype)][name]
+_k = per_dtype(_build)
 
 
 def _grid(n):

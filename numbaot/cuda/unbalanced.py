@@ -36,6 +36,7 @@ import numpy as np
 from numba import cuda
 
 from .. import _config
+from ._launch import grid2, grid_problems, per_dtype, threads
 from ._reduce import make_reductions
 from ._registry import device, kernel
 
@@ -433,25 +434,10 @@ def _build(dt):
     )
 
 
-_KERNELS = {np.dtype(np.float32): _build(np.float32), np.dtype(np.float64): _build(np.float64)}
-_MAX_GRID = 65535
-
-
-def _k(name, dtype):
-    return _KERNELS[np.dtype(dtype)][name]
-
-
-def _gk(n):
-    return max(1, min(int(n), _MAX_GRID))
-
-
-def _tpb():
-    return int(_config.CUDA_THREADS)
-
-
-def _grid2(shape):
-    n, m = shape
-    return ((m + 31) // 32, (n + 7) // 8), (32, 8)
+_k = per_dtype(_build)
+_gk = grid_problems
+_tpb = threads
+_grid2 = grid2
 
 
 def _col_layout(n_rows):
