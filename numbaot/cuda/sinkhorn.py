@@ -51,6 +51,8 @@ import numba
 from numba import cuda
 
 from .. import _config
+from ._launch import col_launch as _col_launch
+from ._launch import col_layout as _col_layout
 from ._launch import grid2, grid_problems, per_dtype, threads
 from ._reduce import make_reductions
 from ._registry import kernel
@@ -515,19 +517,8 @@ def marginal_error(q, b, active, err2):
     _k("marginal_error", q.dtype)[_grid_k(q.shape[0]), _tpb()](q, b, active, err2)
 
 
-def _col_layout(n_rows):
-    chunk = max(1, int(_config.CUDA_COL_CHUNK_ROWS))
-    return -(-n_rows // chunk), chunk
-
-
 def _fused(shape):
     return shape[0] * shape[1] <= _config.CUDA_FUSED_MAX_ENTRIES
-
-
-def _col_launch(shape, n_problems, n_chunks):
-    R = max(1, min(32, int(_config.CUDA_TILE_ROWS)))
-    grid = ((shape[1] + 31) // 32, n_chunks, max(1, min(n_problems, 65535)))
-    return grid, (32, R)
 
 
 def _vec_launch(m, n_problems):

@@ -11,7 +11,7 @@ Conventions (as ``numbaot.cuda.sinkhorn``)
 Algorithm (multiplicative, POT's ``sinkhorn_knopp_unbalanced`` order)
 ---------------------------------------------------------------------
 u = (a / K v)^fi1 by ``uot_row_update`` (one block per (row, problem),
-warp-shuffle block sums); K^T u by ``uot_col_partial``: blocks of 32 adjacent
+warp-shuffle block sums); K^T u by ``numbaot.cuda.sinkhorn.knopp_col_partial``: blocks of 32 adjacent
 columns x CUDA_TILE_ROWS rows of threads (each warp reads 32 consecutive
 entries of a row: coalesced) over a chunk of CUDA_COL_CHUNK_ROWS rows, one
 partial per chunk; ``uot_col_finish`` merges the chunk partials in chunk
@@ -36,6 +36,8 @@ import numpy as np
 from numba import cuda
 
 from .. import _config
+from ._launch import col_launch as _col_launch
+from ._launch import col_layout as _col_layout
 from ._launch import grid2, grid_problems, per_dtype, threads
 from ._reduce import make_reductions
 from ._registry import device, kernel
@@ -94,31 +96,6 @@ def _build(dt):
                 u[k, i] = x
                 if not finite(x):
                     fail[step] = 1
-
-    @kernel([f"void({A2}, {A2}, int64, {A3})"], hot=True, tag=tag)
-    def uot_col_partial(Kmat, u, chunk_rows, P):
-        """P[k, ch, j] = sum_{i in chunk ch} K[i, j] u[k, i]; (32, R) tiles,
-        coalesced along j; the R row-phases are merged in order."""
-        sp = cuda.shared.array((32, 32), dtype=T)
-        tx = cuda.threadIdx.x
-        ty = cuda.threadIdx.y
-        R = cuda.blockDim.y
-        j = cuda.blockIdx.x * 32 + tx
-        ch = cuda.blockIdx.y
-        i0 = ch * chunk_rows
-        i1 = min(Kmat.shape[0], i0 + chunk_rows)
-        for k in range(cuda.blockIdx.z, u.shape[0], cuda.gridDim.z):
-            s = ZERO
-            if j < Kmat.shape[1]:
-                for i in range(i0 + ty, i1, R):
-                    s += Kmat[i, j] * u[k, i]
-            cuda.syncthreads()
-            sp[ty, tx] = s
-            cuda.syncthreads()
-            if ty == 0 and j < Kmat.shape[1]:
-                for r in range(1, R):
-                    s += sp[r, tx]
-                P[k, ch, j] = s
 
     @kernel([f"void({A3}, {A2}, {T}, {A2}, {A2}, {I32}, int64)"], hot=True, tag=tag)
     def uot_col_finish(P, b, fi2, q, v, fail, step):
@@ -289,7 +266,7 @@ def _build(dt):
     @kernel([f"void({A2}, {A1}, {A1}, int64, {A3})"], hot=True, tag=tag)
     def uot_plan_col_partial(Kmat, u, v, chunk_rows, P):
         """P[0, ch, j] = v_j sum_{i in chunk ch} K[i, j] u_i (plan column sums
-        by chunk), tiles as ``uot_col_partial``."""
+        by chunk), tiles as ``knopp_col_partial``."""
         sp = cuda.shared.array((32, 32), dtype=T)
         tx = cuda.threadIdx.x
         ty = cuda.threadIdx.y
@@ -426,8 +403,7 @@ def _build(dt):
         uot_log_shift=uot_log_shift, uot_log_scale=uot_log_scale,
         uot_log_err_parts=uot_log_err_parts, uot_log_plan_rows=uot_log_plan_rows,
         uot_log_plan_col_partial=uot_log_plan_col_partial,
-        uot_gibbs=uot_gibbs, uot_row_update=uot_row_update, uot_col_partial=uot_col_partial,
-        uot_col_finish=uot_col_finish, uot_err_parts=uot_err_parts,
+        uot_gibbs=uot_gibbs, uot_row_update=uot_row_update, uot_col_finish=uot_col_finish, uot_err_parts=uot_err_parts,
         uot_fused_iterations=uot_fused_iterations, uot_loss_rows=uot_loss_rows,
         uot_sum_rows=uot_sum_rows, uot_plan_rows=uot_plan_rows,
         uot_plan_col_partial=uot_plan_col_partial,
@@ -438,16 +414,6 @@ _k = per_dtype(_build)
 _gk = grid_problems
 _tpb = threads
 _grid2 = grid2
-
-
-def _col_layout(n_rows):
-    chunk = max(1, int(_config.CUDA_COL_CHUNK_ROWS))
-    return -(-n_rows // chunk), chunk
-
-
-def _col_launch(shape, n_problems, n_chunks):
-    R = max(1, min(32, int(_config.CUDA_TILE_ROWS)))
-    return ((shape[1] + 31) // 32, n_chunks, _gk(n_problems)), (32, R)
 
 
 def _fused(shape):
@@ -502,14 +468,18 @@ def _run(st, n_steps, fail, parts):
     t = _tpb()
     row = _k("uot_row_update", dt)[(n, _gk(K)), t]
     cgrid, cblock = _col_launch(st.Kmat.shape, K, st.n_chunks)
-    colp = _k("uot_col_partial", dt)[cgrid, cblock]
+    # K^T u: the balanced solver's coalesced chunk-partial kernel (all active)
+    from . import sinkhorn as _cs
+
+    colp = _cs._k("knopp_col_partial", dt)[cgrid, cblock]
+    all_active = cuda.to_device(np.ones(K, dtype=np.uint8))
     colf = _k("uot_col_finish", dt)[((m + t - 1) // t, _gk(K)), t]
     errk = _k("uot_err_parts", dt)[_gk(K), t]
     for s in range(n_steps):
         st.uprev.copy_to_device(st.u)
         st.vprev.copy_to_device(st.v)
         row(st.Kmat, st.a, st.v, st.fi1, st.u, fail, s)
-        colp(st.Kmat, st.u, st.chunk_rows, st.P)
+        colp(st.Kmat, st.u, all_active, st.chunk_rows, st.P)
         colf(st.P, st.b, st.fi2, st.q, st.v, fail, s)
         errk(st.u, st.uprev, st.v, st.vprev, parts, s)
 
