@@ -134,7 +134,7 @@ class Problem:
         return max(self.n_hists, 1)
 
 
-def _check_weights(w, name, dim, dim_name):
+def _check_weights(w, name, dim, dim_name, require_mass=True):
     if w.ndim == 0:
         raise ValueError(f"{name} must be 1-D (or 2-D for a batch); got a scalar")
     if w.ndim > 2:
@@ -150,7 +150,7 @@ def _check_weights(w, name, dim, dim_name):
     if np.any(wf < 0):
         raise ValueError(f"{name} has negative entries; weights must be >= 0")
     sums = wf.sum(axis=0)
-    if np.any(sums <= 0):
+    if require_mass and np.any(sums <= 0):
         raise ValueError(f"{name} must have a positive total mass (in every histogram)")
     return wf
 
@@ -577,3 +577,81 @@ def check_unbalanced_warmstart(warmstart, shape, n_hists):
             raise ValueError(f"{name} contains NaN or +inf")
         out.append(w)
     return out[0], out[1]
+
+
+# --------------------------------------------------------------------------
+# Distributed solvers (numbaot.distributed): one rank's block of rows
+# --------------------------------------------------------------------------
+def check_local_weights(a_local, n_local, name="a_local"):
+    """One rank's slice of the source weights: ``None`` (empty or None: uniform
+    over all ranks, filled in by the caller) or float64 (n_local,), finite and
+    >= 0.  A slice may have zero mass (the total is checked across ranks).
+
+    Raises
+    ------
+    TypeError
+        Non-numeric, boolean or complex weights.
+    ValueError
+        Not 1-D, wrong length, negative or not finite.
+    """
+    a = as_real_array(a_local if a_local is not None else [], name)
+    if a.size == 0 and a.ndim <= 1:
+        return None
+    if a.ndim != 1:
+        raise ValueError(f"{name} must be 1-D (n_local,); got shape {a.shape}")
+    return _check_weights(a, name, n_local, "rows on this rank", require_mass=False)
+
+
+def check_target_weights(b, dim_b):
+    """The full target weights of a distributed problem: float64 (dim_b,),
+    uniform when empty or None.
+
+    Raises
+    ------
+    TypeError
+        Non-numeric weights.
+    ValueError
+        Not 1-D, wrong length, negative, not finite or of zero mass.
+    """
+    b = as_real_array(b if b is not None else [], "b")
+    if b.size == 0 and b.ndim <= 1:
+        return np.full(dim_b, 1.0 / dim_b)
+    if b.ndim != 1:
+        raise ValueError(f"b must be 1-D (dim_b,) for the distributed solvers; got shape {b.shape}")
+    return _check_weights(b, "b", dim_b, "columns")
+
+
+def check_local_block(M_local, a_local, b):
+    """Validate one rank's share of a distributed problem (local checks only).
+
+    Parameters
+    ----------
+    M_local : array-like, shape (n_local, dim_b)
+        This rank's rows of the cost matrix (finite, at least one row).
+    a_local : array-like or None, shape (n_local,)
+        See :func:`check_local_weights`.
+    b : array-like or None, shape (dim_b,)
+        See :func:`check_target_weights`.
+
+    Returns ``(M, a, b, dtype)``: M C-contiguous in the result dtype, ``a``
+    float64 (n_local,) or None (uniform), ``b`` float64 (dim_b,).
+
+    Raises
+    ------
+    TypeError
+        Non-numeric, boolean or complex arrays.
+    ValueError
+        ``M_local`` not 2-D, without rows or columns, or not finite; bad weights.
+    """
+    M = as_real_array(M_local, "M_local")
+    if M.ndim != 2 or M.shape[0] == 0 or M.shape[1] == 0:
+        raise ValueError(f"M_local must be a 2-D array (n_local, dim_b) with at least one row "
+                         f"and one column; got shape {M.shape}")
+    if not np.all(np.isfinite(M)):
+        raise ValueError("M_local contains NaN or inf; costs must be finite")
+    a_arr = as_real_array(a_local if a_local is not None else [], "a_local")
+    b_arr = as_real_array(b if b is not None else [], "b")
+    dtype = result_dtype(a_arr, b_arr, M)
+    a = check_local_weights(a_arr, M.shape[0])
+    bf = check_target_weights(b_arr, M.shape[1])
+    return np.ascontiguousarray(M, dtype=dtype), a, bf, dtype

@@ -1,0 +1,699 @@
+r"""Entropic OT on several processes with MPI (mpi4py): each rank owns a block of rows.
+
+For problems whose cost matrix (or point cloud) does not fit one machine, the
+rows of ``M`` (the source points) are split across the ranks of an MPI
+communicator, as in MAP-UOT's distributed version (Sun, Hu, Jiang 2024, sec. 5:
+"each process owns a block of rows and the column sums are combined with
+MPI_Allreduce once per iteration").  Every rank passes its block of rows of
+``M`` (and the matching slice of ``a``), the full target weights ``b``, and
+gets back its block of rows of the plan; column quantities (``v``, the errors,
+the iteration count) are global and identical on every rank.
+
+Per iteration each rank makes one sweep over its rows with numbaot's CPU
+kernels (the same fused passes as the single-process solvers: the row update
+and the partial column sums in one read of the local block), then the ranks
+combine their partial column sums with one ``Allreduce`` of a length-``dim_b``
+vector:
+
+* ``sinkhorn(method='sinkhorn')``: the partial K^T u (plus one slot that flags a
+  non-finite u on any rank), summed;
+* ``sinkhorn(method='sinkhorn_log')``: the partial column sums of the new plan.
+  The kernel's certified shift makes every entry of the new plan at most a_i,
+  so each rank's partial is a finite number in [0, sum(a)] and a plain sum is
+  safe.  Columns whose total underflows (far from convergence, tiny ``reg``)
+  are recomputed by a max-shifted column logsumexp whose per-rank values are
+  combined by a ``logaddexp`` reduction, i.e. by merging the per-rank
+  (max, scaled sum) pairs;
+* ``empirical_sinkhorn``: the per-rank column logsumexp of the lazily computed
+  costs, combined by the same ``logaddexp`` reduction;
+* ``sinkhorn_unbalanced``: the partial K^T u, summed, together with (in a
+  second, non-blocking reduction of 3 numbers waited on with the first) the
+  maxima that POT's relative-change stopping test needs.
+
+Stopping decisions are taken on rank 0's value of the (global) error and
+broadcast, so every rank stops at the same iteration whatever the MPI
+library's reduction order.  Invalid input on any rank raises on every rank (the
+failing rank raises its own error; the others a ``ValueError``/``TypeError``
+naming the rank), so no rank is left waiting in a collective call.
+
+Threads: every rank runs numbaot's parallel CPU kernels.  Give each rank its
+share of the cores (``NUMBA_NUM_THREADS``), e.g. one thread per rank when
+there are as many ranks as cores; numbaot never changes the thread count.
+
+``import numbaot`` does not import mpi4py; the first call of a function here
+does (and so initialises MPI).  Install with ``pip install 'numbaot[mpi]'``
+(mpi4py and the MPICH wheels from PyPI: no system MPI needed) and run with
+``mpiexec -n 4 python script.py``.  See ``docs/distributed.md`` for the
+scaling model.
+"""
+import warnings
+import zlib
+
+import numpy as np
+
+from . import _checks
+from ._config import UNDERFLOW_RTOL
+from .bregman import _NOT_CONVERGED, _knopp_loop, _log_loop, _print_header_and_row
+from .cpu import chunk_layout
+from .cpu import empirical as _ke
+from .cpu import sinkhorn as _k
+from .cpu import unbalanced as _ku
+from .empirical import _LAZY_METRICS, _points
+from .unbalanced import _ENTROPY_WARNING, _fi, _kl
+
+__all__ = ["local_rows", "sinkhorn", "sinkhorn_unbalanced", "empirical_sinkhorn"]
+
+_METHODS = ("sinkhorn", "sinkhorn_log")
+
+
+# --------------------------------------------------------------------------
+# MPI plumbing
+# --------------------------------------------------------------------------
+def _mpi():
+    try:
+        from mpi4py import MPI
+    except ImportError as exc:  # pragma: no cover - depends on the environment
+        raise ImportError(
+            "numbaot.distributed needs mpi4py and an MPI library; install them with "
+            "pip install 'numbaot[mpi]'"
+        ) from exc
+    return MPI
+
+
+def _get_comm(comm):
+    MPI = _mpi()
+    if comm is None:
+        return MPI, MPI.COMM_WORLD
+    for attr in ("Allreduce", "Iallreduce", "allgather", "bcast", "Get_rank", "Get_size"):
+        if not hasattr(comm, attr):
+            raise TypeError(f"comm must be an mpi4py communicator (or None for "
+                            f"MPI.COMM_WORLD); got {type(comm).__name__}")
+    return MPI, comm
+
+
+_LSE_OP = []
+
+
+def _logaddexp(inbuf, inoutbuf, datatype):
+    """MPI user operation: inoutbuf = log(exp(inbuf) + exp(inoutbuf)), elementwise,
+    float64 (commutative and exact in the order of its arguments)."""
+    x = np.frombuffer(inbuf, dtype=np.float64)
+    y = np.frombuffer(inoutbuf, dtype=np.float64)
+    np.logaddexp(x, y, out=y)
+
+
+def _allreduce_lse(MPI, comm, x):
+    """In place: x_j <- log sum_ranks exp(x_j) (x float64, C-contiguous)."""
+    if not _LSE_OP:
+        _LSE_OP.append(MPI.Op.Create(_logaddexp, commute=True))
+    comm.Allreduce(MPI.IN_PLACE, x, op=_LSE_OP[0])
+
+
+def _agree(comm, x):
+    """Rank 0's value of x on every rank (stopping decisions are identical)."""
+    return comm.bcast(x, root=0)
+
+
+def _collective(comm, fn):
+    """Run the local validation ``fn()`` on every rank; if it raises a
+    ValueError/TypeError on any rank, raise on every rank."""
+    err = None
+    out = None
+    try:
+        out = fn()
+    except (ValueError, TypeError) as exc:
+        err = exc
+    msgs = comm.allgather(None if err is None else (type(err).__name__, str(err)))
+    if err is not None:
+        raise err
+    for rank, msg in enumerate(msgs):
+        if msg is not None:
+            cls = TypeError if msg[0] == "TypeError" else ValueError
+            raise cls(f"invalid input on rank {rank}: {msg[1]}")
+    return out
+
+
+def _same_on_all_ranks(comm, **values):
+    gathered = comm.allgather(values)
+    for key, val in values.items():
+        seen = [g[key] for g in gathered]
+        if any(s != seen[0] for s in seen):
+            what = "differs between ranks" if key == "b" else f"got {seen}"
+            raise ValueError(f"{key} must be the same on every rank; {what}")
+
+
+def local_rows(n, comm=None):
+    """This rank's block of ``n`` rows: ``slice(start, stop)``.
+
+    The blocks are contiguous, in rank order, and differ in size by at most one
+    row (the first ``n % size`` ranks get one more), as ``numpy.array_split``.
+
+    Parameters
+    ----------
+    n : int
+        Total number of rows (source points), ``n >= size`` of the communicator.
+    comm : mpi4py communicator, optional
+        Default ``MPI.COMM_WORLD``.
+
+    Returns
+    -------
+    slice
+        Rows ``start:stop`` of ``M`` / ``a`` / ``X_s`` owned by this rank.
+
+    Raises
+    ------
+    ValueError
+        ``n`` smaller than the number of ranks (a rank would own no row).
+    TypeError
+        ``n`` not an integer; ``comm`` not a communicator.
+    """
+    _, comm = _get_comm(comm)
+    n = _checks.check_iter_count(n, "n")
+    size, rank = comm.Get_size(), comm.Get_rank()
+    if n < size:
+        raise ValueError(f"n = {n} rows cannot be split over {size} ranks (each needs >= 1 row)")
+    q, r = divmod(n, size)
+    start = rank * q + min(rank, r)
+    return slice(start, start + q + (1 if rank < r else 0))
+
+
+def _common_scalars(reg, numItermax, stopThr, iter_name="numItermax"):
+    return (_checks.check_reg(reg), _checks.check_iter_count(numItermax, iter_name),
+            _checks.check_real_scalar(stopThr, "stopThr"))
+
+
+def _global_a(comm, a, n_local):
+    """The local weights (uniform over all ranks' rows when None) and the
+    global number of rows; the total mass must be positive."""
+    n_global = comm.allreduce(n_local)
+    if a is None:
+        return np.full(n_local, 1.0 / n_global), n_global
+    mass = comm.allreduce(float(a.sum()))
+    if not mass > 0:
+        raise ValueError("a_local must have a positive total mass over all ranks")
+    return a, n_global
+
+
+def _setup(comm, a_local, b, M_local, **scalars):
+    """Validated (M, a, b, dtype, n_global) of one rank, checked across ranks."""
+    M, a, bf, dtype = _collective(comm, lambda: _checks.check_local_block(M_local, a_local, b))
+    _same_on_all_ranks(comm, dim_b=M.shape[1], dtype=dtype.str, uniform_a=a is None,
+                       b=zlib.crc32(bf.tobytes()), **scalars)
+    a, n_global = _global_a(comm, a, M.shape[0])
+    return M, a, bf, dtype, n_global
+
+
+def _warm(comm, warmstart, shape):
+    if warmstart is None:
+        return None
+    return _collective(comm, lambda: _checks.check_unbalanced_warmstart(warmstart, shape, 0))
+
+
+# --------------------------------------------------------------------------
+# balanced: Sinkhorn-Knopp and log domain
+# --------------------------------------------------------------------------
+def sinkhorn(a_local, b, M_local, reg, method="sinkhorn", numItermax=1000, stopThr=1e-9,
+             verbose=False, log=False, warn=True, warmstart=None, comm=None, **kwargs):
+    r"""Balanced entropic OT with the rows of ``M`` split across MPI ranks.
+
+    Distributed twin of :func:`numbaot.sinkhorn` (which mirrors
+    ``ot.sinkhorn``): same problem (Cuturi 2013), same iterations, stopping
+    rule (column-marginal 2-norm every 10 iterations), warnings and ``log``
+    keys; called collectively by every rank of ``comm``.  Gathering the
+    per-rank plans in rank order gives the single-process plan (to rounding:
+    the column sums are added in another order).
+
+    Parameters
+    ----------
+    a_local : array-like or None, shape (n_local,)
+        This rank's slice of the source weights (>= 0, finite; the total mass
+        over all ranks must be positive).  ``None`` or empty on every rank:
+        uniform, 1 / (sum of n_local over the ranks).
+    b : array-like or None, shape (dim_b,)
+        Target weights, the same on every rank (checked).  Empty: uniform.
+    M_local : array-like, shape (n_local, dim_b), float32 or float64
+        This rank's rows of the cost matrix (n_local >= 1); e.g. rows
+        ``local_rows(dim_a)`` of the full matrix.
+    reg : float
+        Entropic regularisation (> 0), in units of ``M``; same on every rank.
+    method : {'sinkhorn', 'sinkhorn_log'}
+        Multiplicative Sinkhorn-Knopp, or the log domain (any ``reg``).
+    numItermax, stopThr, verbose, warn
+        As :func:`numbaot.sinkhorn`; the same on every rank (checked).
+        ``verbose`` prints on rank 0 only.
+    log : bool, default False
+        Also return a dict with ``'err'`` (global errors at the checks),
+        ``'niter'``, and the scalings: for 'sinkhorn' ``'u'`` (this rank's
+        rows, shape (n_local,)) and ``'v'`` (global, (dim_b,)); for
+        'sinkhorn_log' ``'log_u'``, ``'u'`` (local) and ``'log_v'``, ``'v'``
+        (global).
+    warmstart : tuple (log_u_local, log_v), optional
+        Initial log-scalings, shapes (n_local,) and (dim_b,).
+    comm : mpi4py communicator, optional
+        Default ``MPI.COMM_WORLD``.
+    **kwargs
+        Ignored, as in POT.
+
+    Returns
+    -------
+    plan_local : ndarray, shape (n_local, dim_b), dtype of the inputs
+        This rank's rows of the optimal plan (mass moved from source i to
+        target j).
+    log : dict
+        Only if ``log=True``.
+
+    Raises
+    ------
+    TypeError
+        Non-numeric arrays or scalars; ``comm`` not a communicator.
+    ValueError
+        As :func:`numbaot.sinkhorn`, on any rank (then raised on every rank);
+        ``method`` not 'sinkhorn' or 'sinkhorn_log'; 2-D ``b``; ``b``, ``reg``,
+        ``method``, ``numItermax``, ``stopThr``, dtypes or ``dim_b`` that differ
+        between ranks; zero total mass of ``a``.
+    ImportError
+        mpi4py is not installed.
+
+    Warns
+    -----
+    UserWarning
+        POT's texts ("Sinkhorn did not converge...", "Warning: numerical
+        errors at iteration %d"), on every rank.
+    """
+    MPI, comm = _get_comm(comm)
+    def check_method():
+        if not isinstance(method, str) or method.lower() not in _METHODS:
+            raise ValueError(f"method must be one of {_METHODS} for the distributed sinkhorn; "
+                             f"got {method!r}")
+        return method.lower()
+
+    meth = _collective(comm, check_method)
+    reg, numItermax, stopThr = _collective(comm, lambda: _common_scalars(reg, numItermax, stopThr))
+    M, a, b, dtype, n_global = _setup(comm, a_local, b, M_local, reg=reg, method=meth,
+                                      numItermax=numItermax, stopThr=stopThr)
+    warm = _warm(comm, warmstart, M.shape)
+    verbose = bool(verbose) and comm.Get_rank() == 0
+    if meth == "sinkhorn":
+        return _knopp(MPI, comm, M, a, b, dtype, n_global, reg, numItermax, stopThr, verbose,
+                      log, warn, warm)
+    return _log(MPI, comm, M, a, b, dtype, reg, numItermax, stopThr, verbose, log, warn, warm)
+
+
+def _knopp(MPI, comm, M, a, b, dtype, n_global, reg, numItermax, stopThr, verbose, log, warn,
+           warm):
+    n, m = M.shape
+    Kmat = np.empty((n, m), dtype=dtype)
+    _k.gibbs_kernel(M, -1.0 / reg, np.zeros(n), np.zeros(m), Kmat)
+    if warm is None:
+        u, v = np.full((1, n), 1.0 / n_global), np.full((1, m), 1.0 / m)
+    else:
+        u, v = np.exp(warm[0]), np.exp(warm[1])
+    a2, b2 = a.reshape(1, n), b.reshape(1, m)
+    n_chunks, chunk_rows = chunk_layout(n, 1, m)
+    Q = np.empty((n_chunks, 1, m))
+    q = np.empty((1, m))
+    _k.knopp_col_sums(Kmat, u, n_chunks, chunk_rows, Q, q)
+    comm.Allreduce(MPI.IN_PLACE, q)
+    buf = np.empty(m + 1)
+    uprev, vprev = np.empty_like(u), np.empty_like(v)
+
+    def run(n_steps):
+        for s in range(n_steps):
+            bad = _k._knopp_step_begin(b2, q, u, v, uprev, vprev)
+            _k.knopp_fused_pass(Kmat, a2, v, n_chunks, chunk_rows, Q, u, q)
+            buf[:m] = q[0]
+            buf[m] = 0.0 if np.isfinite(u).all() else 1.0
+            comm.Allreduce(MPI.IN_PLACE, buf)
+            q[0] = buf[:m]
+            if bad or buf[m] != 0.0 or not np.isfinite(v).all():
+                u[:, :] = uprev
+                v[:, :] = vprev
+                return s, True
+        return n_steps, False
+
+    def error():
+        return _agree(comm, float(np.linalg.norm(v * q - b2)))
+
+    errs, ii = _knopp_loop(run, error, dtype, numItermax, stopThr, verbose, log, warn)
+    plan = np.empty((n, m), dtype=dtype)
+    _k.scaled_plan(Kmat, u[0], v[0], plan)
+    if not log:
+        return plan
+    return plan, {"err": errs, "niter": ii, "u": u[0].astype(dtype), "v": v[0].astype(dtype)}
+
+
+def _log(MPI, comm, M, a, b, dtype, reg, numItermax, stopThr, verbose, log, warn, warm):
+    n, m = M.shape
+    c = -1.0 / reg
+    with np.errstate(divide="ignore"):
+        loga, logb = np.log(a).reshape(1, n), np.log(b).reshape(1, m)
+    if warm is None:
+        u, v = np.zeros((1, n)), np.zeros((1, m))
+    else:
+        u, v = warm[0].copy(), warm[1].copy()
+    b2 = b.reshape(1, m)
+    n_chunks, chunk_rows = chunk_layout(n, 1, m)
+
+    def col_lse():
+        out = np.empty((1, m))
+        _k.log_col_lse(M, c, u, n_chunks, chunk_rows, out)
+        _allreduce_lse(MPI, comm, out)
+        return out
+
+    with np.errstate(invalid="ignore"):
+        vnext = logb - col_lse()
+    vnext[np.isneginf(logb)] = -np.inf
+    q = np.zeros((1, m))
+    Q = np.empty((n_chunks, 1, m))
+    dv_max = np.zeros(1)
+    shift = [False]
+
+    def run(n_steps, active):
+        for _ in range(n_steps):
+            _k._log_step_begin(v, vnext, active, dv_max)
+            _k.log_fused_pass(M, c, loga, v, shift[0], dv_max, active, n_chunks, chunk_rows,
+                              Q, u, q)
+            shift[0] = True
+            comm.Allreduce(MPI.IN_PLACE, q)
+            if _k._log_step_end(logb, b2, q, v, vnext, active, UNDERFLOW_RTOL):
+                lse = col_lse()
+                redo = (logb > -np.inf) & ~(q > UNDERFLOW_RTOL * b2)
+                vnext[redo] = (logb - lse)[redo]
+
+    def errors():
+        return np.array([_agree(comm, float(np.linalg.norm(q[0] - b)))])
+
+    st = _log_loop(run, errors, 1, dtype, numItermax, stopThr)
+    if verbose:
+        for ii, err in zip(st["checks"][0], st["errs"][0]):
+            _print_header_and_row(ii, err, 200)
+    if warn and not st["converged"][0]:
+        warnings.warn(_NOT_CONVERGED)
+    plan = np.empty((n, m), dtype=dtype)
+    _k.gibbs_kernel(M, c, u[0], v[0], plan)
+    if not log:
+        return plan
+    lg = {"err": st["errs"][0], "niter": st["niter"][0],
+          "log_u": u[0].astype(dtype), "log_v": v[0].astype(dtype)}
+    lg["u"], lg["v"] = np.exp(lg["log_u"]), np.exp(lg["log_v"])
+    return plan, lg
+
+
+# --------------------------------------------------------------------------
+# unbalanced (KL marginals), multiplicative
+# --------------------------------------------------------------------------
+def sinkhorn_unbalanced(a_local, b, M_local, reg, reg_m, method="sinkhorn", reg_type="kl",
+                        c=None, warmstart=None, numItermax=1000, stopThr=1e-6, verbose=False,
+                        log=False, comm=None, **kwargs):
+    r"""Unbalanced entropic OT (KL marginals) with the rows of ``M`` split across MPI ranks.
+
+    Distributed twin of :func:`numbaot.sinkhorn_unbalanced` with
+    ``method='sinkhorn'`` (which mirrors ``ot.unbalanced.sinkhorn_knopp_unbalanced``,
+    Chizat et al. 2018, Alg. 1): u = (a / K v)^(reg_m1 / (reg_m1 + reg)),
+    v = (b / K^T u)^(reg_m2 / (reg_m2 + reg)), POT's stopping rule (mean of the
+    relative sup-norm changes of u and v, every iteration), warnings and
+    ``log`` keys.  Each rank reads its block of K once per iteration (the
+    MAP-UOT pass); the partial K^T u are summed by one Allreduce.
+
+    Parameters
+    ----------
+    a_local : array-like or None, shape (n_local,)
+        This rank's slice of the source weights (>= 0; positive total mass).
+        ``None``/empty on every rank: uniform over all rows.
+    b : array-like or None, shape (dim_b,)
+        Target weights, the same on every rank.
+    M_local : array-like, shape (n_local, dim_b), float32 or float64
+        This rank's rows of the cost matrix.
+    reg : float
+        Entropic regularisation (> 0).
+    reg_m : float or indexable of 1 or 2 floats
+        Marginal relaxations (>= 0, ``inf`` = hard constraint on that side).
+    method : {'sinkhorn'}
+        Only the multiplicative solver is distributed.
+    reg_type : {'kl', 'entropy'}
+        'kl': KL to the reference measure c = a b^T (or the given ``c``);
+        'entropy': c = 1 (POT's warning about ``c`` being overwritten is issued).
+    c : array-like, shape (n_local, dim_b), optional
+        This rank's rows of an explicit reference measure (>= 0).
+    warmstart : tuple (log_u_local, log_v), optional
+        Initial log-scalings, shapes (n_local,), (dim_b,).
+    numItermax, stopThr, verbose
+        As POT; the same on every rank.  ``verbose`` prints on rank 0.
+    log : bool
+        Also return a dict with ``'err'`` (global), ``'logu'`` (local rows),
+        ``'logv'`` (global), ``'cost'`` (<plan, M> over all ranks) and
+        ``'total_cost'`` (the unbalanced objective over all ranks).
+    comm : mpi4py communicator, optional
+        Default ``MPI.COMM_WORLD``.
+    **kwargs
+        Ignored, as in POT.
+
+    Returns
+    -------
+    plan_local : ndarray, shape (n_local, dim_b), dtype of the inputs
+        This rank's rows of the plan.
+    log : dict
+        Only if ``log=True``.
+
+    Raises
+    ------
+    TypeError, ValueError
+        As :func:`sinkhorn` (on any rank, then on every rank); ``reg_m`` < 0 or
+        of length other than 1 or 2; ``c`` of the wrong shape or negative;
+        ``method`` other than 'sinkhorn'.
+    ImportError
+        mpi4py is not installed.
+
+    Warns
+    -----
+    UserWarning
+        "Numerical errors at iteration %s" (POT's text) when K^T u has a zero
+        or u, v overflow; the previous iterate is returned.
+    """
+    MPI, comm = _get_comm(comm)
+
+    def scalars():
+        if not isinstance(method, str) or method.lower() != "sinkhorn":
+            raise ValueError("method must be 'sinkhorn' for the distributed sinkhorn_unbalanced; "
+                             f"got {method!r}")
+        reg_c, nit, thr = _common_scalars(reg, numItermax, stopThr)
+        return reg_c, _checks.check_reg_m(reg_m), _checks.check_reg_type(reg_type), nit, thr
+
+    reg, (reg_m1, reg_m2), reg_type, numItermax, stopThr = _collective(comm, scalars)
+    M, a, b, dtype, _ = _setup(comm, a_local, b, M_local, reg=reg, reg_m=(reg_m1, reg_m2),
+                               reg_type=reg_type, numItermax=numItermax, stopThr=stopThr,
+                               has_c=c is not None)
+    n, m = M.shape
+    C = None
+    if c is not None:
+        C = _collective(comm, lambda: _checks.check_reference_measure(c, M.shape))
+    if reg_type == "entropy":
+        warnings.warn(_ENTROPY_WARNING)
+        C = None
+        ca, cb = np.ones(n), np.ones(m)
+    else:
+        ca, cb = a, b
+    use_mat = C is not None
+    Cmat = C if use_mat else np.zeros((1, 1))
+    warm = _warm(comm, warmstart, M.shape)
+    fi1, fi2 = _fi(reg_m1, reg), _fi(reg_m2, reg)
+
+    Kmat = np.empty((n, m), dtype=dtype)
+    _ku.uot_gibbs(M, -1.0 / reg, ca, cb, Cmat, use_mat, Kmat)
+    if warm is None:
+        u, v = np.ones((1, n)), np.ones((1, m))
+    else:
+        u, v = np.exp(warm[0]), np.exp(warm[1])
+    a2 = a.reshape(1, n)
+    n_chunks, chunk_rows = chunk_layout(n, 1, m)
+    Q = np.empty((n_chunks, 1, m))
+    q = np.empty((1, m))
+    loc = np.empty(3)
+    uprev, vprev = np.empty_like(u), np.empty_like(v)
+    errs = []
+    for it in range(numItermax):
+        uprev[:, :] = u
+        vprev[:, :] = v
+        _ku.uot_fused_pass(Kmat, a2, v, fi1, n_chunks, chunk_rows, Q, u, q)
+        finite_u = bool(np.isfinite(u).all())
+        loc[0] = np.max(np.abs(u - uprev)) if finite_u else 0.0
+        loc[1] = max(np.max(np.abs(u)), np.max(np.abs(uprev))) if finite_u else 0.0
+        loc[2] = 0.0 if finite_u else 1.0
+        MPI.Request.Waitall([comm.Iallreduce(MPI.IN_PLACE, q, op=MPI.SUM),
+                             comm.Iallreduce(MPI.IN_PLACE, loc, op=MPI.MAX)])
+        bad = bool(np.any(q == 0.0))
+        with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
+            v[0] = (b / q[0]) if fi2 == 1.0 else (b / q[0]) ** fi2
+        if bad or loc[2] != 0.0 or not np.isfinite(v).all():
+            u[:, :] = uprev
+            v[:, :] = vprev
+            warnings.warn("Numerical errors at iteration %s" % it)
+            break
+        err_u = loc[0] / max(loc[1], 1.0)
+        err_v = np.max(np.abs(v - vprev)) / max(np.max(np.abs(v)), np.max(np.abs(vprev)), 1.0)
+        err = _agree(comm, 0.5 * (err_u + err_v))
+        errs.append(dtype.type(err))
+        if err < stopThr:
+            break
+    if log and verbose:
+        for i, e in enumerate(errs):
+            if i % 50 == 0:
+                print("{:5s}|{:12s}".format("It.", "Err") + "\n" + "-" * 19)
+            print("{:5d}|{:8e}|".format(i, e))
+    plan = np.empty((n, m), dtype=dtype)
+    if not log:
+        _k.scaled_plan(Kmat, u[0], v[0], plan)
+        return plan
+    rows = np.empty(n)
+    cols = np.empty(m + 3)
+    Qc = np.empty((n_chunks, 1, m))
+    out = np.empty(2)
+    _ku.uot_plan_stats(Kmat, M, u[0], v[0], Cmat, ca, cb, use_mat, True, plan,
+                       n_chunks, chunk_rows, rows, Qc, cols[:m], out)
+    cols[m], cols[m + 1] = out
+    cols[m + 2] = _kl(rows, a) if reg_m1 != np.inf else 0.0
+    comm.Allreduce(MPI.IN_PLACE, cols)
+    lin, kl_plan, kl_rows = cols[m:]
+    total = lin + reg * kl_plan + (reg_m1 * kl_rows if reg_m1 != np.inf else 0.0)
+    if reg_m2 != np.inf:
+        total += reg_m2 * _kl(cols[:m], b)
+    with np.errstate(divide="ignore"):
+        lg = {"err": errs, "logu": np.log(u[0] + 1e-300).astype(dtype),
+              "logv": np.log(v[0] + 1e-300).astype(dtype),
+              "cost": dtype.type(lin), "total_cost": dtype.type(total)}
+    return plan, lg
+
+
+# --------------------------------------------------------------------------
+# point clouds, costs on the fly
+# --------------------------------------------------------------------------
+def empirical_sinkhorn(X_s_local, X_t, reg, a_local=None, b=None, metric="sqeuclidean",
+                       numIterMax=10000, stopThr=1e-9, verbose=False, log=False, warn=True,
+                       warmstart=None, comm=None, **kwargs):
+    r"""Entropic OT between point clouds, source points split across MPI ranks.
+
+    Distributed twin of ``numbaot.bregman.empirical_sinkhorn(..., isLazy=True)``
+    (which mirrors POT's ``ot.bregman.empirical_sinkhorn`` with ``isLazy=True``):
+    the log-domain iterations f <- log a - LSE_j(g_j - cost_ij / reg),
+    g <- log b - LSE_i(f_i - cost_ij / reg), the row-marginal L1 error every
+    10 iterations, POT's warning.  The costs are recomputed from the
+    coordinates inside numbaot's kernels, so no rank ever holds an
+    (n_local, dim_b) array: memory O((n_local + dim_b) d) per rank.  The
+    per-rank column logsumexps are combined by one Allreduce of dim_b values
+    (a ``logaddexp`` reduction) per iteration.
+
+    Parameters
+    ----------
+    X_s_local : array-like, shape (n_local, d)
+        This rank's source points (n_local >= 1).
+    X_t : array-like, shape (dim_b, d)
+        All target points, the same on every rank.
+    reg : float
+        Entropic regularisation (> 0), in units of the cost.
+    a_local : array-like, shape (n_local,), optional
+        This rank's source weights; ``None`` on every rank: uniform over all
+        source points.
+    b : array-like, shape (dim_b,), optional
+        Target weights (default uniform), the same on every rank.
+    metric : {'sqeuclidean', 'euclidean'}
+        Cost between points.
+    numIterMax, stopThr, verbose, warn
+        As POT; the same on every rank.  ``verbose`` prints on rank 0.
+    log : bool
+        Also return a dict with ``'err'`` (global), ``'niter'``, ``'u'``
+        (= f, this rank's rows) and ``'v'`` (= g, global), as POT's lazy call.
+    warmstart : tuple (f_local, g), optional
+        Initial log-scalings, shapes (n_local,), (dim_b,).
+    comm : mpi4py communicator, optional
+        Default ``MPI.COMM_WORLD``.
+    **kwargs
+        Ignored (e.g. POT's ``isLazy``/``batchSize``: this call is always lazy).
+
+    Returns
+    -------
+    f_local : ndarray, shape (n_local,)
+        Log-scalings of this rank's source points (the dual potential / reg);
+        the plan is exp(f_i + g_j - cost_ij / reg).
+    g : ndarray, shape (dim_b,)
+        Log-scalings of the target points, identical on every rank.
+    log : dict
+        Only if ``log=True``.
+
+    Raises
+    ------
+    TypeError, ValueError
+        Non-numeric or non-finite points, points of different dimensions,
+        weights of the wrong length or negative, ``reg`` <= 0, unknown
+        ``metric``; values that differ between ranks (on any rank, raised on
+        every rank).
+    ImportError
+        mpi4py is not installed.
+
+    Warns
+    -----
+    UserWarning
+        "Sinkhorn did not converge..." (if ``warn``), on every rank.
+    """
+    MPI, comm = _get_comm(comm)
+
+    def local():
+        reg_c, nit, thr = _common_scalars(reg, numIterMax, stopThr, "numIterMax")
+        if metric not in _LAZY_METRICS:
+            raise ValueError(f"metric must be one of {sorted(_LAZY_METRICS)}; got {metric!r}")
+        Xs = _points(X_s_local, "X_s_local")
+        Xt = _points(X_t, "X_t")
+        if Xs.shape[1] != Xt.shape[1]:
+            raise ValueError(f"X_s_local and X_t must have the same dimension; got "
+                             f"{Xs.shape[1]} and {Xt.shape[1]}")
+        af = _checks.check_local_weights(a_local, Xs.shape[0])
+        bf = _checks.check_target_weights(b, Xt.shape[0])
+        dtype = _checks.result_dtype(*(_checks.as_real_array(x, name) for x, name in
+                                       ((a_local, "a_local"), (b, "b"), (X_s_local, "X_s_local"),
+                                        (X_t, "X_t")) if x is not None))
+        return reg_c, nit, thr, Xs, Xt, af, bf, dtype
+
+    reg, numIterMax, stopThr, Xs, Xt, a, b, dtype = _collective(comm, local)
+    _same_on_all_ranks(comm, reg=reg, numIterMax=numIterMax, stopThr=stopThr, metric=metric,
+                       dtype=dtype.str, uniform_a=a is None, b=zlib.crc32(b.tobytes()),
+                       X_t=zlib.crc32(np.ascontiguousarray(Xt, dtype=np.float64).tobytes()))
+    n, m = Xs.shape[0], Xt.shape[0]
+    a, _ = _global_a(comm, a, n)
+    warm = _warm(comm, warmstart, (n, m))
+    Xs = np.ascontiguousarray(Xs, dtype=np.float64)
+    Xt = np.ascontiguousarray(Xt, dtype=np.float64)
+    Xs_t, Xt_t = np.ascontiguousarray(Xs.T), np.ascontiguousarray(Xt.T)
+    with np.errstate(divide="ignore"):
+        log_a, log_b = np.log(a), np.log(b)
+    f, g = (np.zeros(n), np.zeros(m)) if warm is None else (warm[0][0].copy(), warm[1][0].copy())
+    cc = -1.0 / reg
+    code = _LAZY_METRICS[metric]
+    lse_f, lse_g = np.empty(n), np.empty(m)
+    errs = []
+    converged = False
+    i_ot = 0
+    for i_ot in range(numIterMax):
+        _ke.lazy_lse(Xs, Xt_t, g, cc, code, lse_f)
+        f = log_a - lse_f
+        _ke.lazy_lse(Xt, Xs_t, f, cc, code, lse_g)
+        _allreduce_lse(MPI, comm, lse_g)
+        g = log_b - lse_g
+        if (i_ot + 1) % 10 == 0:
+            _ke.lazy_lse(Xs, Xt_t, g, cc, code, lse_f)
+            with np.errstate(invalid="ignore"):
+                m1 = np.exp(f + lse_f)
+            m1[np.isneginf(f)] = 0.0
+            err = _agree(comm, comm.allreduce(float(np.sum(np.abs(m1 - a)))))
+            err = dtype.type(err)
+            if log:
+                errs.append(err)
+            if verbose and comm.Get_rank() == 0 and (i_ot + 1) % 100 == 0:
+                print("Error in marginal at iteration {} = {}".format(i_ot + 1, err))
+            if err <= stopThr:
+                converged = True
+                break
+    if not converged and warn:
+        warnings.warn(_NOT_CONVERGED)
+    f_out, g_out = f.astype(dtype), g.astype(dtype)
+    if not log:
+        return f_out, g_out
+    return f_out, g_out, {"err": errs, "u": f_out, "v": g_out, "niter": i_ot}

@@ -1,0 +1,169 @@
+"""numbaot.distributed under MPI: ``mpiexec -n 2`` and ``-n 3`` (uneven row
+splits) run tests/mpi_cases.py, which solves each case on its ranks and
+reports, from rank 0, the gathered results against the single-process
+solvers and POT; the assertions are made here.
+
+Needs mpi4py and an ``mpiexec`` (``pip install 'numbaot[mpi]'``: the MPICH
+wheels); without them the tests are skipped with that reason.
+"""
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+pytest.importorskip("mpi4py", reason="mpi4py not installed (pip install 'numbaot[mpi]')")
+
+
+def _mpiexec():
+    # the launcher of the MPI that mpi4py was built against: the mpich wheel puts
+    # it next to the interpreter
+    local = os.path.join(os.path.dirname(sys.executable), "mpiexec")
+    return local if os.path.exists(local) else shutil.which("mpiexec")
+
+
+NOT_CONVERGED = ("Sinkhorn did not converge. You might want to increase the number of "
+                 "iterations `numItermax` or the regularization parameter `reg`.")
+
+
+@pytest.fixture(scope="module", params=[2, 3], ids=["2ranks", "3ranks"])
+def run(request, tmp_path_factory):
+    exe = _mpiexec()
+    if exe is None:
+        pytest.skip("no mpiexec on PATH (pip install 'numbaot[mpi]')")
+    n = request.param
+    out = tmp_path_factory.mktemp(f"mpi{n}") / "out.json"
+    env = dict(os.environ, NUMBA_NUM_THREADS="1", PYTHONPATH=os.path.dirname(HERE))
+    env.pop("NUMBA_ENABLE_CUDASIM", None)
+    proc = subprocess.run([exe, "-n", str(n), sys.executable, os.path.join(HERE, "mpi_cases.py"),
+                           str(out)], env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    data = json.loads(out.read_text())
+    assert data["size"] == n
+    return n, data["results"]
+
+
+BALANCED = ["knopp", "log", "log_small_reg", "knopp_uniform", "log_float32", "knopp_warmstart",
+            "log_zero_weights", "knopp_not_converged", "knopp_numerical_errors"]
+
+
+@pytest.mark.parametrize("case", BALANCED)
+def test_balanced_matches_single_process(run, case):
+    n, res = run
+    r = res[case]
+    assert r["plan_vs_single"] <= 1e-10            # the issue's acceptance point
+    # and the oracle (float32 results are the float64 plan rounded: 6e-8 relative)
+    assert r["plan_rel_pot"] <= (1e-6 if r["dtype"] == "float32" else 1e-9)
+    assert r["niter"][0] == r["niter"][1]
+    assert r["n_err"][0] == r["n_err"][1]
+    assert r["err_diff"] <= 1e-10
+    assert r["u_vs_single"] <= 1e-9 and r["v_vs_single"] <= 1e-9
+    assert r["keys"] == r["single_keys"]
+    assert r["dtype"] == r["single_dtype"]
+    # every rank warns as the single-process call does
+    assert r["warnings"] == [r["single_warnings"]] * n
+
+
+def test_float32_stays_float32(run):
+    _, res = run
+    assert res["log_float32"]["dtype"] == "float32"
+
+
+def test_warnings_are_pot_texts(run):
+    n, res = run
+    assert res["knopp_not_converged"]["warnings"] == [[NOT_CONVERGED]] * n
+    assert res["log_small_reg"]["warnings"] == [[NOT_CONVERGED]] * n
+    assert res["knopp_numerical_errors"]["warnings"] == [
+        ["Warning: numerical errors at iteration 0"]] * n
+
+
+@pytest.mark.parametrize("case", ["uot", "uot_semi_relaxed", "uot_entropy", "uot_explicit_c"])
+def test_unbalanced_matches_single_process(run, case):
+    n, res = run
+    r = res[case]
+    assert r["plan_vs_single"] <= 1e-10
+    assert r["plan_rel_pot"] <= 1e-9
+    assert r["n_err"][0] == r["n_err"][1] and r["err_diff"] <= 1e-10
+    assert r["logu_vs_single"] <= 1e-9 and r["logv_vs_single"] <= 1e-9
+    assert r["cost"][0] == pytest.approx(r["cost"][1], rel=1e-12, abs=1e-15)
+    assert r["total_cost"][0] == pytest.approx(r["total_cost"][1], rel=1e-8, abs=1e-15)
+    assert r["keys"] == r["single_keys"]
+    assert r["warnings"] == [r["single_warnings"]] * n
+
+
+@pytest.mark.parametrize("case", ["empirical_sqeuclidean", "empirical_euclidean_uniform"])
+def test_point_clouds_match_single_process(run, case):
+    n, res = run
+    r = res[case]
+    assert r["f_vs_single"] <= 1e-10 and r["g_vs_single"] <= 1e-10
+    assert r["f_vs_pot"] <= 1e-10 and r["g_vs_pot"] <= 1e-10
+    assert r["g_same_on_ranks"]
+    assert r["niter"][0] == r["niter"][1] and r["n_err"][0] == r["n_err"][1]
+    assert r["warnings"] == [r["single_warnings"]] * n
+
+
+@pytest.mark.parametrize("case, kind, text", [
+    ("nan_on_last_rank", "ValueError", "M_local contains NaN or inf"),
+    ("b_differs", "ValueError", "b must be the same on every rank"),
+    ("reg_differs", "ValueError", "reg must be the same on every rank"),
+    ("bad_method", "ValueError", "method must be one of"),
+    ("uot_bad_reg_m", "ValueError", "reg_m values must be >= 0"),
+    ("empirical_bad_dim", "ValueError", "must have the same dimension"),
+    ("zero_total_mass", "ValueError", "positive total mass over all ranks"),
+])
+def test_bad_input_raises_on_every_rank(run, case, kind, text):
+    n, res = run
+    errors = res[case]["errors"]
+    assert len(errors) == n
+    for err in errors:
+        assert err is not None, f"{case}: a rank did not raise"
+        assert err[0] == kind and text in err[1]
+
+
+def test_error_names_the_failing_rank(run):
+    n, res = run
+    errors = res["nan_on_last_rank"]["errors"]
+    assert "invalid input on rank" not in errors[-1][1]          # its own message
+    for err in errors[:-1]:
+        assert f"invalid input on rank {n - 1}" in err[1]
+
+
+def test_caller_arrays_untouched(run):
+    n, res = run
+    assert res["untouched"]["all_ranks"] == [True] * n
+
+
+def test_sub_communicator(run):
+    n, res = run
+    r = res["sub_communicator"]
+    assert max(r["diffs"]) <= 1e-10
+    assert r["sizes"] == [len(range(k % 2, n, 2)) for k in range(n)]
+
+
+def test_local_rows_split(run):
+    n, res = run
+    blocks = res["local_rows"]["blocks"]
+    sizes = [b - a for a, b in blocks]
+    assert blocks[0][0] == 0 and blocks[-1][1] == 10
+    assert all(blocks[k][1] == blocks[k + 1][0] for k in range(n - 1))
+    assert max(sizes) - min(sizes) <= 1 and sorted(sizes, reverse=True) == sizes
+
+
+def test_import_numbaot_does_not_import_mpi4py():
+    code = "import sys, numbaot, numbaot.distributed; assert 'mpi4py' not in sys.modules"
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
+
+
+def test_local_rows_rejects_more_ranks_than_rows():
+    from mpi4py import MPI  # a singleton COMM_WORLD in this process
+
+    from numbaot.distributed import local_rows
+    assert local_rows(5, MPI.COMM_SELF) == slice(0, 5)
+    with pytest.raises(ValueError, match="cannot be split"):
+        local_rows(0, MPI.COMM_SELF)
+    with pytest.raises(TypeError, match="communicator"):
+        local_rows(5, comm="world")
