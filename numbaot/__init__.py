@@ -31,6 +31,7 @@ from . import implicit
 from .implicit import sinkhorn_operator, sinkhorn_operator_backward
 from . import unbalanced
 from .unbalanced import barycenter_unbalanced, sinkhorn_unbalanced, sinkhorn_unbalanced2
+from . import distributed  # imports mpi4py only when one of its functions is called
 
 __version__ = "0.1.0"
 
@@ -68,4 +69,6 @@ __all__ = [
     "sinkhorn_unbalanced",
     "sinkhorn_unbalanced2",
     "barycenter_unbalanced",
+    # MPI (mpi4py): solvers over row blocks on several processes
+    "distributed",
 ]
