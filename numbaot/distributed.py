@@ -535,7 +535,7 @@ def sinkhorn_unbalanced(a_local, b, M_local, reg, reg_m, method="sinkhorn", reg_
         errs.append(dtype.type(err))
         if err < stopThr:
             break
-    if log and verbose:
+    if log and verbose and comm.Get_rank() == 0:
         for i, e in enumerate(errs):
             if i % 50 == 0:
                 print("{:5s}|{:12s}".format("It.", "Err") + "\n" + "-" * 19)
