@@ -17,13 +17,36 @@ accumulates the column sums (``numbaot.cpu.sinkhorn.knopp_fused_pass`` /
 Gaussian kernel of the image grid (Solomon et al. 2015, "Convolutional
 Wasserstein distances", Alg. 2): BLAS matrix products in the multiplicative
 form, numbaot's log-domain separable convolution otherwise.
+
+Devices.  Every function also takes CUDA device arrays (numba device arrays,
+CuPy arrays) for ``A``, ``M`` and ``weights`` (all on the GPU; ``weights``
+may be None) and then returns device arrays of the caller's kind ('err'
+and 'niter' of the log stay host numbers):
+
+* ``barycenter_sinkhorn`` and the 'sinkhorn_log' method run on the CUDA
+  kernels of ``numbaot.cuda.barycenter`` (with the balanced Sinkhorn
+  half-step kernels of ``numbaot.cuda.sinkhorn``), in the input dtype, all
+  histograms in one launch per half-step; ``M`` never leaves the device,
+  ``A`` and ``weights`` (O(dim n_hists)) are validated on host copies and
+  the host reads dim numbers per stopping test.  The stopping rule, the
+  'err' list and the warnings come from the same loop as on the CPU
+  (``_bary_loop``).
+* ``convolutional_barycenter2d(method='sinkhorn')`` runs on the CUDA
+  kernels too (separable convolution of all images per launch); the images
+  are validated on a host copy.
+* ``barycenter_stabilized`` and ``convolutional_barycenter2d(method=
+  'sinkhorn_log')`` run on host copies of the inputs (the CPU code above)
+  and copy their results back to the device.
+
+Mixing host and device arrays raises ``TypeError``; device arrays without
+numba-cuda or a GPU raise ``numbaot._dispatch.CudaUnavailableError``.
 """
 import warnings
 
 import numpy as np
 
-from . import _checks
-from .bregman import _NOT_CONVERGED, _print_header_and_row
+from . import _checks, _dispatch
+from .bregman import _NOT_CONVERGED, _outputs_to_device, _print_header_and_row
 from .cpu import chunk_layout
 from .cpu import barycenter as _kb
 from .cpu import sinkhorn as _k
@@ -75,6 +98,126 @@ def _geometric_bar(w, X):
         return np.exp(np.log(X) @ w)
 
 
+def _bary_loop(run, dtype, numItermax, stopThr, verbose, log, warn):
+    """POT's barycenter control flow (``barycenter_sinkhorn`` and
+    ``_barycenter_sinkhorn_log``), for both devices: ``run(want_err)`` makes
+    one iteration for all histograms and, when ``want_err``, returns the
+    error of that iteration; the error is tested at ii % 10 == 1 (appended
+    to the log, compared with ``stopThr``, then printed when verbose); the
+    "did not converge" warning when the loop runs out.  Returns the error
+    list and the last iteration index."""
+    errs = []
+    ii = 0
+    converged = False
+    for ii in range(numItermax):
+        want = ii % 10 == 1
+        err = run(want)
+        if want:
+            err = dtype.type(err)
+            if log:
+                errs.append(err)
+            if err < stopThr:
+                converged = True
+                break
+            if verbose:
+                _print_header_and_row(ii, err, 200)
+    if not converged and warn:
+        warnings.warn(_NOT_CONVERGED)
+    return errs, ii
+
+
+def _on_device(**arrays):
+    return _dispatch.device_of(**arrays) == "cuda"
+
+
+def _device_problem(A, M, weights):
+    """Validate a barycenter problem given on the GPU.
+
+    ``A`` (dim, n_hists) and ``weights`` are O(dim n_hists): they are copied
+    to the host and checked by the host code (same messages).  ``M`` stays on
+    the device: dtype and shape checks, a device finiteness reduction, and a
+    copy only when it is not C-contiguous or not of the result dtype.
+    Returns (A as a host array, M on the device in the result dtype, weights
+    as a host float64 array, result dtype)."""
+    _dispatch.require_cuda()
+    from .cuda import sinkhorn as cu
+
+    def host(x):
+        return _dispatch.as_device_array(x).copy_to_host() if _dispatch.is_device_array(x) else x
+
+    A, _ = _check_A(host(A))
+    dim = A.shape[0]
+    if not _dispatch.is_device_array(M):
+        raise ValueError(f"M must have shape ({dim}, {dim}) for histograms of {dim} bins "
+                         f"(a GPU array like A)")
+    Md = _dispatch.as_device_array(M)
+    if np.dtype(Md.dtype) not in (np.dtype(np.float32), np.dtype(np.float64)):
+        raise TypeError(f"M on the GPU must be float32 or float64; got dtype {Md.dtype}")
+    if tuple(Md.shape) != (dim, dim):
+        raise ValueError(f"M must have shape ({dim}, {dim}) for histograms of {dim} bins; "
+                         f"got {tuple(Md.shape)}")
+    if not cu.all_finite(Md):
+        raise ValueError("M contains NaN or inf; costs must be finite")
+    w = _check_weights(None if weights is None else host(weights), A.shape[1])
+    dt = _checks.result_dtype(A, np.empty(1, dtype=Md.dtype))
+    return A, cu.to_contiguous(Md, dt), w, dt
+
+
+def _barycenter_cuda(meth, A, M, reg, weights, numItermax, stopThr, verbose, log, warn):
+    """``barycenter_sinkhorn`` / ``_barycenter_sinkhorn_log`` on device arrays
+    (kernels of ``numbaot.cuda.barycenter``, in the input dtype; the
+    control flow is ``_bary_loop``, as on the CPU)."""
+    like = A
+    A, Md, w, dt = _device_problem(A, M, weights)
+    reg, numItermax, stopThr = _common(reg, numItermax, stopThr)
+    from numba import cuda
+
+    from .cuda import barycenter as cb
+    from .cuda import sinkhorn as cu
+
+    dim, H = A.shape
+    wd = cuda.to_device(w.astype(dt))
+    Af = A.astype(np.float64)
+    if meth == "sinkhorn":
+        Kmat = cuda.device_array((dim, dim), dtype=dt)
+        z = cuda.to_device(np.zeros(dim, dtype=dt))
+        cu.gibbs_kernel(Md, -1.0 / reg, z, z, Kmat)
+        st = cb.KnoppBaryState(Kmat, Af.T, wd)
+        errs, ii = _bary_loop(lambda want: cb.knopp_bary_step(st, want), dt, numItermax,
+                              stopThr, verbose, log, warn)
+        bar = st.bar
+        if np.any(np.isnan(bar.copy_to_host())):
+            warnings.warn("the barycenter has NaN entries: the Gibbs kernel exp(-M/reg) "
+                          "underflowed at this reg; use method='sinkhorn_log'")
+    else:
+        logA = np.ascontiguousarray(np.log(Af + 1e-16).T, dtype=dt)
+        st = cb.LogBaryState(Md, -1.0 / reg, cuda.to_device(logA), wd)
+        errs, ii = _bary_loop(lambda want: cb.log_bary_step(st, want), dt, numItermax,
+                              stopThr, verbose, log, warn)
+        bar = cuda.device_array(dim, dtype=dt)
+        cb.exp_vec(st.logbar, bar)
+    bar = _dispatch.like_input(bar, like)
+    if log:
+        return bar, {"err": errs, "niter": ii}
+    return bar
+
+
+def _bary_via_host(fn, args, kwargs, like):
+    """Run the host solver ``fn`` on host copies of its device arrays and
+    return its array outputs as device arrays of the caller's kind (for the
+    solvers without CUDA kernels: ``barycenter_stabilized``,
+    ``convolutional_barycenter2d``)."""
+    _dispatch.require_cuda()
+
+    def host(x):
+        return _dispatch.as_device_array(x).copy_to_host() if _dispatch.is_device_array(x) else x
+
+    from types import SimpleNamespace
+
+    out = fn(*[host(x) for x in args], **{k: host(x) for k, x in kwargs.items()})
+    return _outputs_to_device(out, SimpleNamespace(like=like))
+
+
 def barycenter(A, M, reg, weights=None, method="sinkhorn", numItermax=10000, stopThr=1e-4,
                verbose=False, log=False, warn=True, **kwargs):
     r"""Entropic Wasserstein barycenter; mirrors ``ot.bregman.barycenter``.
@@ -112,7 +255,17 @@ def barycenter(A, M, reg, weights=None, method="sinkhorn", numItermax=10000, sto
         ``"Unknown method '<method>'."``; reg <= 0; A not 2-D, negative or not
         finite; M of the wrong shape or not finite; weights of the wrong length.
     TypeError
-        Non-numeric input.
+        Non-numeric input; host and device arrays mixed; a device ``M`` that
+        is not float32/float64.
+    CudaUnavailableError
+        Device arrays without numba-cuda or a usable GPU.
+
+    Notes
+    -----
+    Devices: NumPy arrays run on the CPU (float64 inside); CUDA device
+    arrays run 'sinkhorn' and 'sinkhorn_log' on the CUDA kernels (input
+    dtype) and 'sinkhorn_stabilized' on host copies; results come back as
+    device arrays (see the module docstring).
     """
     meth = _checks.check_method(method, ("sinkhorn", "sinkhorn_stabilized", "sinkhorn_log"))
     if meth == "sinkhorn":
@@ -135,8 +288,12 @@ def barycenter_sinkhorn(A, M, reg, weights=None, numItermax=1000, stopThr=1e-4, 
     One iteration: UKv = u * K^T (A / (K u)), u <- u * geometricBar(w, UKv) / UKv
     (Benamou et al. 2015, eq. (12)); error every 10 iterations (ii % 10 == 1):
     sum over bins of the standard deviation of UKv across histograms.
-    Parameters, returns and exceptions as :func:`barycenter`.
+    Parameters, returns and exceptions as :func:`barycenter`.  Devices: CPU
+    (NumPy) or CUDA kernels (device arrays, input dtype).
     """
+    if _on_device(A=A, M=M, weights=weights):
+        return _barycenter_cuda("sinkhorn", A, M, reg, weights, numItermax, stopThr, verbose,
+                                log, warn)
     A, M = _check_A(A, M)
     reg, numItermax, stopThr = _common(reg, numItermax, stopThr)
     dt = _checks.result_dtype(A, M)
@@ -155,34 +312,24 @@ def barycenter_sinkhorn(A, M, reg, weights=None, numItermax=1000, stopThr=1e-4, 
     Q = np.empty((n_chunks, H, dim))
     q = np.empty((H, dim))
     unew = np.empty((H, dim))
-    lg = {"err": []} if log else None
-    ii = 0
-    converged = False
-    UKvT = UKv.T
-    for ii in range(numItermax):
+    s = {"u": u, "UKvT": UKv.T}
+
+    def run(want_err):
         with np.errstate(divide="ignore", invalid="ignore"):
-            _k.knopp_fused_pass(Kmat, AT, u, n_chunks, chunk_rows, Q, unew, q)
-            UKvT = u * q
+            _k.knopp_fused_pass(Kmat, AT, s["u"], n_chunks, chunk_rows, Q, unew, q)
+            UKvT = s["u"] * q
             bar = _geometric_bar(w, UKvT.T)
-            u = np.ascontiguousarray(u * bar[None, :] / UKvT)
-        if ii % 10 == 1:
-            err = dt.type(np.sum(np.std(UKvT.T, axis=1)))
-            if log:
-                lg["err"].append(err)
-            if err < stopThr:
-                converged = True
-                break
-            if verbose:
-                _print_header_and_row(ii, err, 200)
-    if not converged and warn:
-        warnings.warn(_NOT_CONVERGED)
-    bar = _geometric_bar(w, np.asarray(UKvT).T).astype(dt)
+            s["u"] = np.ascontiguousarray(s["u"] * bar[None, :] / UKvT)
+        s["UKvT"] = UKvT
+        return np.sum(np.std(UKvT.T, axis=1)) if want_err else None
+
+    errs, ii = _bary_loop(run, dt, numItermax, stopThr, verbose, log, warn)
+    bar = _geometric_bar(w, np.asarray(s["UKvT"]).T).astype(dt)
     if np.any(np.isnan(bar)):
         warnings.warn("the barycenter has NaN entries: the Gibbs kernel exp(-M/reg) "
                       "underflowed at this reg; use method='sinkhorn_log'")
     if log:
-        lg["niter"] = ii
-        return bar, lg
+        return bar, {"err": errs, "niter": ii}
     return bar
 
 
@@ -191,7 +338,11 @@ def _barycenter_sinkhorn_log(A, M, reg, weights=None, numItermax=1000, stopThr=1
     """Log-domain Bregman projections (POT's ``_barycenter_sinkhorn_log``):
     f_k = log A_k - LSE_j(-M_ij/reg + G_jk), log KU_k = LSE_i(-M_ij/reg + f_ik),
     log_bar = sum_k w_k log KU_k, G = log_bar - log KU; one sweep over M per
-    iteration for all histograms."""
+    iteration for all histograms.  Devices: CPU (NumPy) or CUDA kernels
+    (device arrays, input dtype)."""
+    if _on_device(A=A, M=M, weights=weights):
+        return _barycenter_cuda("sinkhorn_log", A, M, reg, weights, numItermax, stopThr,
+                                verbose, log, warn)
     A, M = _check_A(A, M)
     reg, numItermax, stopThr = _common(reg, numItermax, stopThr)
     dt = _checks.result_dtype(A, M)
@@ -200,25 +351,23 @@ def _barycenter_sinkhorn_log(A, M, reg, weights=None, numItermax=1000, stopThr=1
     Mf = np.ascontiguousarray(M, dtype=np.float64)
     c = -1.0 / reg
     logA = np.ascontiguousarray(np.log(A.astype(np.float64) + 1e-16).T)  # (H, dim)
-    G = np.zeros((H, dim))
     G_old = np.zeros((H, dim))
     f = np.zeros((H, dim))
     q = np.empty((H, dim))
     n_chunks, chunk_rows = chunk_layout(dim, H, dim)
     Q = np.empty((n_chunks, H, dim))
     active = np.ones(H, dtype=np.bool_)
-    dv = np.zeros(H)
     lse = np.empty((H, dim))
-    lg = {"err": []} if log else None
-    converged = False
-    shift_ok = False
-    ii = 0
-    log_bar = np.zeros(dim)
-    for ii in range(numItermax):
-        if shift_ok:
-            dv = np.max(G - G_old, axis=1)
-        _k.log_fused_pass(Mf, c, logA, G, shift_ok, dv, active, n_chunks, chunk_rows, Q, f, q)
-        shift_ok = True
+    s = {"G": np.zeros((H, dim)), "shift_ok": False, "dv": np.zeros(H),
+         "log_bar": np.zeros(dim)}
+
+    def run(want_err):
+        G = s["G"]
+        if s["shift_ok"]:
+            s["dv"] = np.max(G - G_old, axis=1)
+        _k.log_fused_pass(Mf, c, logA, G, s["shift_ok"], s["dv"], active, n_chunks,
+                          chunk_rows, Q, f, q)
+        s["shift_ok"] = True
         G_old[:, :] = G
         if np.all(q > 1e-290):
             log_KU = np.log(q) - G
@@ -226,22 +375,15 @@ def _barycenter_sinkhorn_log(A, M, reg, weights=None, numItermax=1000, stopThr=1
             _k.log_col_lse(Mf, c, f, n_chunks, chunk_rows, lse)
             log_KU = lse.copy()
         log_bar = w @ log_KU
-        if ii % 10 == 1:
-            err = dt.type(np.exp(G + log_KU).std(axis=0).sum())
-            if log:
-                lg["err"].append(err)
-            if err < stopThr:
-                converged = True
-                break
-            if verbose:
-                _print_header_and_row(ii, err, 200)
-        G = np.ascontiguousarray(log_bar[None, :] - log_KU)
-    if not converged and warn:
-        warnings.warn(_NOT_CONVERGED)
-    bar = np.exp(log_bar).astype(dt)
+        s["log_bar"] = log_bar
+        err = np.exp(G + log_KU).std(axis=0).sum() if want_err else None
+        s["G"] = np.ascontiguousarray(log_bar[None, :] - log_KU)
+        return err
+
+    errs, ii = _bary_loop(run, dt, numItermax, stopThr, verbose, log, warn)
+    bar = np.exp(s["log_bar"]).astype(dt)
     if log:
-        lg["niter"] = ii
-        return bar, lg
+        return bar, {"err": errs, "niter": ii}
     return bar
 
 
@@ -254,8 +396,14 @@ def barycenter_stabilized(A, M, reg, tau=1e10, weights=None, numItermax=1000, st
     ii % 10 == 0 (when not absorbing) and at ii == 0, "Numerical errors at
     iteration %s" (previous barycenter returned) and POT's own non-convergence
     text.  Parameters, returns and exceptions as :func:`barycenter`
-    (``tau``: absorption threshold, positional 4th as in POT).
+    (``tau``: absorption threshold, positional 4th as in POT).  Devices:
+    device arrays run on host copies (CPU code), results copied back to the
+    device.
     """
+    if _on_device(A=A, M=M, weights=weights):
+        return _bary_via_host(barycenter_stabilized, (A, M, reg, tau),
+                              dict(weights=weights, numItermax=numItermax, stopThr=stopThr,
+                                   verbose=verbose, log=log, warn=warn), like=A)
     A, M = _check_A(A, M)
     reg, numItermax, stopThr = _common(reg, numItermax, stopThr)
     tau = _checks.check_real_scalar(tau, "tau")
@@ -366,8 +514,29 @@ def convolutional_barycenter2d(A, reg, weights=None, method="sinkhorn", numIterm
     ValueError
         Unknown method; A not 3-D, negative or not finite; reg <= 0; weights
         of the wrong length.
+    TypeError
+        Host and device arrays mixed.
+
+    Notes
+    -----
+    Devices: with device arrays (``A``, ``weights``) 'sinkhorn' runs on the
+    CUDA kernels (input dtype; ``A`` validated on a host copy) and
+    'sinkhorn_log' on host copies (CPU code); ``bar`` and the arrays of
+    ``log`` are device arrays.
     """
     meth = _checks.check_method(method, ("sinkhorn", "sinkhorn_log"))
+    like = None
+    if _on_device(A=A, weights=weights):
+        if meth == "sinkhorn_log":
+            return _bary_via_host(convolutional_barycenter2d, (A, reg),
+                                  dict(weights=weights, method=meth, numItermax=numItermax,
+                                       stopThr=stopThr, verbose=verbose, log=log, warn=warn,
+                                       **kwargs), like=A)
+        _dispatch.require_cuda()
+        like = A  # images and weights (O(n_hists W H)) are validated on host copies
+        A = _dispatch.as_device_array(A).copy_to_host() if _dispatch.is_device_array(A) else A
+        if _dispatch.is_device_array(weights):
+            weights = _dispatch.as_device_array(weights).copy_to_host()
     A = _checks.as_real_array(A, "A")
     if A.ndim != 3 or 0 in A.shape:
         raise ValueError(f"A must be 3-D (n_hists, width, height); got shape {A.shape}")
@@ -380,43 +549,32 @@ def convolutional_barycenter2d(A, reg, weights=None, method="sinkhorn", numIterm
     w = _check_weights(weights, H)
     Af = A.astype(np.float64)
     M1, M2 = _grid_costs(W, reg), _grid_costs(Hh, reg)
-    lg = {"err": []} if log else None
-    converged = False
-    ii = 0
+    if meth == "sinkhorn" and like is not None:
+        return _conv_cuda(Af, M1, M2, w, stabThr, dt, like, numItermax, stopThr, verbose, log,
+                          warn)
     if meth == "sinkhorn":
         K1, K2 = np.exp(M1), np.exp(M2)
 
         def conv(imgs):
             return np.matmul(np.matmul(K1, imgs), K2.T)
 
-        bar = np.ones((W, Hh)) / (W * Hh)
-        U = np.ones(A.shape)
-        V = np.ones(A.shape)
-        KU = conv(U)
-        for ii in range(numItermax):
+        s = {"bar": np.ones((W, Hh)) / (W * Hh), "U": np.ones(A.shape), "V": np.ones(A.shape)}
+        s["KU"] = conv(s["U"])
+
+        def run(want_err):
             with np.errstate(divide="ignore", invalid="ignore"):
-                V = bar[None] / KU
-                KV = conv(V)
-                U = Af / KV
-                KU = conv(U)
-                bar = np.exp(np.sum(w[:, None, None] * np.log(KU + stabThr), axis=0))
-            if ii % 10 == 9:
-                err = dt.type(np.sum(np.std(V * KU, axis=0)))
-                if log:
-                    lg["err"].append(err)
-                if verbose:
-                    _print_conv(ii, err)
-                if err < stopThr:
-                    converged = True
-                    break
-        if not converged and warn:
-            warnings.warn(_CONV_NOT_CONVERGED)
+                s["V"] = s["bar"][None] / s["KU"]
+                KV = conv(s["V"])
+                s["U"] = Af / KV
+                s["KU"] = conv(s["U"])
+                s["bar"] = np.exp(np.sum(w[:, None, None] * np.log(s["KU"] + stabThr), axis=0))
+            return np.sum(np.std(s["V"] * s["KU"], axis=0)) if want_err else None
+
+        errs, ii = _conv_loop(run, dt, numItermax, stopThr, verbose, log, warn)
         if log:
-            lg["niter"] = ii
-            lg["U"] = U.astype(dt)
-            lg["V"] = V.astype(dt)
-            return bar.astype(dt), lg
-        return bar.astype(dt)
+            lg = {"err": errs, "niter": ii, "U": s["U"].astype(dt), "V": s["V"].astype(dt)}
+            return s["bar"].astype(dt), lg
+        return s["bar"].astype(dt)
 
     M1c, M2c = np.ascontiguousarray(M1), np.ascontiguousarray(M2)
     tmp = np.empty((W, Hh))
@@ -426,33 +584,74 @@ def convolutional_barycenter2d(A, reg, weights=None, method="sinkhorn", numIterm
 
     logA = np.log(Af + stabThr)
     log_KU = np.zeros(A.shape)
-    G = np.zeros(A.shape)
-    f = np.empty((W, Hh))
     lc = np.empty((W, Hh))
-    log_bar = np.zeros((W, Hh))
-    for ii in range(numItermax):
+    s = {"G": np.zeros(A.shape), "log_bar": np.zeros((W, Hh))}
+
+    def run(want_err):
+        G = s["G"]
         log_bar = np.zeros((W, Hh))
         for k in range(H):
             log_conv(np.ascontiguousarray(G[k]), lc)
             f = logA[k] - lc
             log_conv(np.ascontiguousarray(f), log_KU[k])
             log_bar = log_bar + w[k] * log_KU[k]
-        if ii % 10 == 9:
-            err = dt.type(np.exp(G + log_KU).std(axis=0).sum())
+        s["log_bar"] = log_bar
+        err = np.exp(G + log_KU).std(axis=0).sum() if want_err else None
+        s["G"] = log_bar[None, :, :] - log_KU
+        return err
+
+    errs, ii = _conv_loop(run, dt, numItermax, stopThr, verbose, log, warn)
+    if log:
+        return np.exp(s["log_bar"]).astype(dt), {"err": errs, "niter": ii}
+    return np.exp(s["log_bar"]).astype(dt)
+
+
+def _conv_loop(run, dtype, numItermax, stopThr, verbose, log, warn):
+    """POT's control flow of the convolutional barycenters, for both devices
+    and both methods: ``run(want_err)`` makes one iteration (returning its
+    error when ``want_err``); the error is taken at ii % 10 == 9, appended
+    to the log, printed when verbose, then compared with ``stopThr``; POT's
+    own "Convolutional Sinkhorn did not converge" warning.  Returns the error
+    list and the last iteration index."""
+    errs = []
+    ii = 0
+    converged = False
+    for ii in range(numItermax):
+        want = ii % 10 == 9
+        err = run(want)
+        if want:
+            err = dtype.type(err)
             if log:
-                lg["err"].append(err)
+                errs.append(err)
             if verbose:
                 _print_conv(ii, err)
             if err < stopThr:
                 converged = True
                 break
-        G = log_bar[None, :, :] - log_KU
     if not converged and warn:
         warnings.warn(_CONV_NOT_CONVERGED)
+    return errs, ii
+
+
+def _conv_cuda(Af, M1, M2, w, stabThr, dt, like, numItermax, stopThr, verbose, log, warn):
+    """Multiplicative convolutional barycenter on the device (kernels of
+    ``numbaot.cuda.barycenter``, input dtype; control flow ``_conv_loop``)."""
+    from numba import cuda
+
+    from .cuda import barycenter as cb
+
+    def dev(x):
+        return cuda.to_device(np.ascontiguousarray(x, dtype=dt))
+
+    st = cb.ConvBaryState(dev(Af), dev(np.exp(M1)), dev(np.exp(M2)), dev(w), stabThr)
+    errs, ii = _conv_loop(lambda want: cb.conv_bary_step(st, want), dt, numItermax, stopThr,
+                          verbose, log, warn)
+    bar = _dispatch.like_input(st.bar.reshape(*Af.shape[1:]), like)
     if log:
-        lg["niter"] = ii
-        return np.exp(log_bar).astype(dt), lg
-    return np.exp(log_bar).astype(dt)
+        lg = {"err": errs, "niter": ii, "U": _dispatch.like_input(st.U, like),
+              "V": _dispatch.like_input(st.V, like)}
+        return bar, lg
+    return bar
 
 
 def _print_conv(ii, err):

@@ -20,6 +20,19 @@ At convergence the envelope theorem gives its exact gradient:
   rule through the cost; for 'euclidean' the subgradient 0 at coincident
   points), and likewise for y_j.
 
+Devices: both calls also take CUDA device arrays (numba device arrays,
+CuPy arrays; all array arguments on the GPU, ``None``/empty weights
+allowed).  The Sinkhorn iterations then run on the CUDA kernels
+(``numbaot.cuda.sinkhorn``, ``numbaot.cuda.empirical``), and the plan, the
+value and the centred potentials are formed on the device
+(``numbaot.cuda.gradients``; the point-cloud gradient by
+``numbaot.cuda.empirical.lazy_grad``, costs recomputed in registers): the
+arrays of ``grad`` come back as device arrays of the input kind and dtype,
+a single value as a NumPy scalar and a batch of values as a device array
+(as :func:`numbaot.sinkhorn2` on the device).  Nothing of size
+dim_a x dim_b (or n_samples_a x n_samples_b) crosses to the host; the
+weights and the points, O(dim) and O(n d), are validated on host copies.
+
 Note: POT's ``ot.solve`` reports value + reg * KL(P | a b^T) but the entropic
 potentials as gradient; for a, b these are the gradient of the entropy form
 above, which is why numbaot returns that value.  Before convergence (few
@@ -30,7 +43,8 @@ the truncated iteration.
 import numpy as np
 
 from . import _checks, _dispatch
-from .bregman import sinkhorn_knopp, sinkhorn_log
+from .bregman import (_check_common, _dev_out, _knopp_core, _log_core, _log_report, _log_warn,
+                      sinkhorn_knopp, sinkhorn_log)
 from .cpu import empirical as _ke
 from .cpu import sinkhorn as _ks
 from .empirical import _LAZY_METRICS, _lazy
@@ -86,8 +100,8 @@ def sinkhorn2_value_and_grad(a, b, M, reg, method="sinkhorn", numItermax=1000, s
     reg_f = _checks.check_reg(reg)
     solver = sinkhorn_log if meth == "sinkhorn_log" else sinkhorn_knopp
     P = _checks.prepare_problem(a, b, M)
-    if P.device != "cpu":
-        raise TypeError("sinkhorn2_value_and_grad takes host (NumPy) arrays for now")
+    if P.device == "cuda":
+        return _value_and_grad_cuda(P, meth, reg, numItermax, stopThr, verbose, warn, warmstart)
     res = solver(a, b, M, reg, numItermax=numItermax, stopThr=stopThr, verbose=verbose,
                  log=True, warn=warn, warmstart=warmstart, **kwargs)
     lg = res[1]
@@ -122,6 +136,41 @@ def sinkhorn2_value_and_grad(a, b, M, reg, method="sinkhorn", numItermax=1000, s
         grad = {"a": ga.T.astype(dt), "b": gb.T.astype(dt), "M": np.stack(plans).astype(dt)}
         return np.asarray(values, dtype=dt), grad
     grad = {"a": ga[0].astype(dt), "b": gb[0].astype(dt), "M": plans[0].astype(dt)}
+    return dt.type(values[0]), grad
+
+
+def _value_and_grad_cuda(P, meth, reg, numItermax, stopThr, verbose, warn, warmstart):
+    """``sinkhorn2_value_and_grad`` on a device problem: the CUDA Sinkhorn
+    core of ``numbaot.bregman`` (same stopping rule and warnings as
+    ``sinkhorn_knopp`` / ``sinkhorn_log``), then plan, value and centred
+    potentials on the device."""
+    from numba import cuda
+
+    from .cuda import gradients as cg
+
+    reg, numItermax, stopThr = _check_common(reg, numItermax, stopThr)
+    if meth == "sinkhorn_log":
+        st = _log_core(P, reg, numItermax, stopThr, warmstart)
+        _log_report(P, st, verbose, _log_warn(P, warn))
+        lu, lv = st["u"], st["v"]
+    else:
+        st = _knopp_core(P, reg, numItermax, stopThr, verbose, True, warn, warmstart)
+        lu, lv = cg.log_of(st["u"]), cg.log_of(st["v"])
+    dt = P.dtype
+    n, m = P.shape
+    K = P.n_problems
+    plan, vals = cg.plan_and_value(P.M, -1.0 / reg, lu, lv)
+    values = reg * vals
+    ga = cuda.device_array((n, K), dtype=dt)
+    gb = cuda.device_array((m, K), dtype=dt)
+    cg.centred(lu, reg, ga)
+    cg.centred(lv, reg, gb)
+    like = _dispatch.like_input
+    if P.n_hists:
+        grad = {"a": like(ga, P.like), "b": like(gb, P.like), "M": like(plan, P.like)}
+        return _dev_out(values.astype(dt), P), grad
+    grad = {"a": like(ga.reshape(n), P.like), "b": like(gb.reshape(m), P.like),
+            "M": like(plan.reshape(n, m), P.like)}
     return dt.type(values[0]), grad
 
 
@@ -171,11 +220,22 @@ def empirical_sinkhorn2_value_and_grad(X_s, X_t, reg, a=None, b=None, metric="sq
     ------
     TypeError, ValueError
         As :func:`numbaot.bregman.empirical_sinkhorn`.
+    CudaUnavailableError
+        Device arrays without numba-cuda or a usable GPU.
+
+    Notes
+    -----
+    Devices: NumPy arrays (CPU kernels, float64 inside) or CUDA device
+    arrays for ``X_s``, ``X_t``, ``a``, ``b`` (lazy CUDA kernels in the
+    input dtype; ``grad`` arrays on the device; a batch of values as a
+    device array).  A batch runs its problems one after the other, on
+    either device.
     """
     if metric not in _LAZY_METRICS:
         raise ValueError(f"metric must be one of {sorted(_LAZY_METRICS)}; got {metric!r}")
-    if _dispatch.device_of(X_s=X_s, X_t=X_t, a=a, b=b) != "cpu":
-        raise TypeError("empirical_sinkhorn2_value_and_grad takes host (NumPy) arrays for now")
+    if _dispatch.device_of(X_s=X_s, X_t=X_t, a=a, b=b) == "cuda":
+        return _empirical_cuda(X_s, X_t, reg, a, b, metric, numIterMax, stopThr, verbose, warn,
+                               warmstart)
     b_arr = None if b is None else _checks.as_real_array(b, "b")
     a_arr = None if a is None else _checks.as_real_array(a, "a")
     if b_arr is not None and b_arr.ndim == 2:
@@ -219,3 +279,94 @@ def empirical_sinkhorn2_value_and_grad(X_s, X_t, reg, a=None, b=None, metric="sq
             "X_t": _cloud_grad(Xt, Xs, g, f, c, code).astype(dt),
             "a": centred(f).astype(dt), "b": centred(g).astype(dt)}
     return dt.type(value), grad
+
+
+def _empirical_one_cuda(X_s, X_t, reg, a, b, metric, numIterMax, stopThr, verbose, warn,
+                        warmstart):
+    """One point-cloud problem on the device: the lazy CUDA iterations of
+    ``numbaot.empirical`` (its ``_LazyCUDA`` engine), then the value's two
+    reductions and the two point gradients on the device.  Returns (value
+    as a host float, grad X_s, grad X_t, the engine, dtype)."""
+    from numba import cuda
+
+    from .cuda import empirical as ce
+    from .cuda import gradients as cg
+
+    _, _, _, st = _lazy(X_s, X_t, reg, a, b, metric, numIterMax, stopThr, 100, verbose, False,
+                        warn, warmstart)
+    eng, c, code, dt = st["engine"], st["c"], st["code"], st["dtype"]
+    (n, d), m = eng.Xs.shape, eng.Xt.shape[0]
+    parts = cuda.device_array(2, dtype=dt)
+    lse = cuda.device_array(n, dtype=dt)
+    ce.lazy_lse(eng.Xs, eng.Xt_t, eng.g, c, code, lse)
+    cg.xlogy_mass(eng.f, lse, parts, 0)
+    lse_c = cuda.device_array(m, dtype=dt)
+    ce.lazy_lse(eng.Xt, eng.Xs_t, eng.f, c, code, lse_c)
+    cg.xlogy_mass(eng.g, lse_c, parts, 1)
+    value = (-1.0 / c) * float(np.sum(parts.copy_to_host(), dtype=np.float64))
+    gX = cuda.device_array((n, d), dtype=dt)
+    gY = cuda.device_array((m, d), dtype=dt)
+    ce.lazy_grad(eng.Xs, eng.Xt_t, eng.f, eng.g, c, code, gX)
+    ce.lazy_grad(eng.Xt, eng.Xs_t, eng.g, eng.f, c, code, gY)
+    return value, gX, gY, eng, dt
+
+
+def _empirical_cuda(X_s, X_t, reg, a, b, metric, numIterMax, stopThr, verbose, warn,
+                    warmstart):
+    """``empirical_sinkhorn2_value_and_grad`` on device arrays (a batch: one
+    problem after another, results gathered on the device)."""
+    _dispatch.require_cuda()
+    from numba import cuda
+
+    from .cuda import gradients as cg
+
+    like = X_s
+
+    def host(x):
+        return _dispatch.as_device_array(x).copy_to_host() if _dispatch.is_device_array(x) else x
+
+    b_arr = None if b is None else _checks.as_real_array(host(b), "b")
+    a_arr = None if a is None else _checks.as_real_array(host(a), "a")
+    if b_arr is not None and b_arr.ndim == 2:
+        K = b_arr.shape[1]
+        if a_arr is not None and a_arr.ndim == 2 and a_arr.shape[1] != K:
+            raise ValueError(f"paired batch: a has {a_arr.shape[1]} histograms but b has {K}")
+
+        def col(x, k):
+            if x is None:
+                return None
+            return cuda.to_device(np.ascontiguousarray(x[:, k] if x.ndim == 2 else x))
+
+        vals = []
+        for k in range(K):
+            v, gX, gY, eng, dt = _empirical_one_cuda(X_s, X_t, reg, col(a_arr, k),
+                                                     col(b_arr, k), metric, numIterMax,
+                                                     stopThr, verbose, warn, None)
+            if k == 0:
+                (n, d), m = gX.shape, gY.shape[0]
+                GX = cuda.device_array((K, n, d), dtype=dt)
+                GY = cuda.device_array((K, m, d), dtype=dt)
+                Ga = cuda.device_array((n, K), dtype=dt)
+                Gb = cuda.device_array((m, K), dtype=dt)
+            GX[k].copy_to_device(gX)
+            GY[k].copy_to_device(gY)
+            cg.centred(eng.f.reshape(1, n), -1.0 / eng.c, Ga, k)
+            cg.centred(eng.g.reshape(1, m), -1.0 / eng.c, Gb, k)
+            vals.append(v)
+        li = _dispatch.like_input
+        grad = {"X_s": li(GX, like), "X_t": li(GY, like), "a": li(Ga, like),
+                "b": li(Gb, like)}
+        return li(cuda.to_device(np.asarray(vals, dtype=dt)), like), grad
+    if a_arr is not None and a_arr.ndim == 2:
+        raise ValueError("a is 2-D (paired batch), so b must be 2-D with as many histograms")
+    v, gX, gY, eng, dt = _empirical_one_cuda(X_s, X_t, reg, a, b, metric, numIterMax, stopThr,
+                                             verbose, warn, warmstart)
+    n, m = gX.shape[0], gY.shape[0]
+    ga = cuda.device_array((n, 1), dtype=dt)
+    gb = cuda.device_array((m, 1), dtype=dt)
+    cg.centred(eng.f.reshape(1, n), -1.0 / eng.c, ga)
+    cg.centred(eng.g.reshape(1, m), -1.0 / eng.c, gb)
+    li = _dispatch.like_input
+    grad = {"X_s": li(gX, like), "X_t": li(gY, like), "a": li(ga.reshape(n), like),
+            "b": li(gb.reshape(m), like)}
+    return dt.type(v), grad

@@ -1,5 +1,5 @@
 """CUDA kernels for point clouds with costs computed on the fly, mirroring
-``numbaot/cpu/empirical.py`` (``lazy_lse``, ``lazy_loss``).
+``numbaot/cpu/empirical.py`` (``lazy_lse``, ``lazy_loss``, ``lazy_grad``).
 
 Points: ``X`` (n, d) and ``Yt`` (d, m) C-contiguous device arrays (Y stored
 transposed: a warp reads 32 consecutive targets of one coordinate,
@@ -7,8 +7,12 @@ coalesced).  The cost of (x_i, y_j) is formed in registers (metric 0:
 squared Euclidean, 1: Euclidean) inside the reduction; nothing of size n m
 is ever stored.  ``lazy_lse`` is Viehmann's block per row: each thread keeps
 an online (max, scaled sum) pair over its strided targets, merged by warp
-shuffles and then across warps.  One kernel set per dtype (float32 problems
-compute in float32).
+shuffles and then across warps.  ``lazy_grad`` (the gradient of the entropic
+value w.r.t. the points) also runs a block per row: each tile of blockDim
+targets first gets its plan weights in shared memory (a thread per target,
+coalesced reads of ``Yt``), then the threads sweep the tile along the
+coordinates (a thread per coordinate k).  One kernel set per dtype (float32
+problems compute in float32).
 """
 import math
 
@@ -21,7 +25,11 @@ from ._launch import per_dtype
 from ._reduce import make_reductions
 from ._registry import kernel
 
-__all__ = ["lazy_lse", "lazy_loss", "potential_update"]
+__all__ = ["lazy_lse", "lazy_loss", "lazy_grad", "potential_update"]
+
+#: size of the shared weight tile of ``lazy_grad_rows``: the largest block
+#: (CUDA_THREADS must not exceed it).
+_MAX_THREADS = 1024
 
 
 def _build(dt):
@@ -29,6 +37,7 @@ def _build(dt):
     tag = str(T)
     NINF = dt(-np.inf)
     ZERO = dt(0.0)
+    TWO = dt(2.0)
     A1 = f"{T}[::1]"
     A2 = f"{T}[:, ::1]"
     R = make_reductions(dt)
@@ -77,6 +86,50 @@ def _build(dt):
             if tid == 0:
                 part[i] = acc
 
+    @kernel([f"void({A2}, {A2}, {A1}, {A1}, {T}, int64, {A2})"], tag=tag)
+    def lazy_grad_rows(X, Yt, f, g, c, metric, out):
+        """out[i, :] = sum_j P_ij grad_x cost(x_i, y_j), P_ij = exp(f_i + g_j +
+        c cost_ij); sqeuclidean: grad = 2 (x_i - y_j), euclidean:
+        (x_i - y_j) / ||x_i - y_j|| (0 for coincident points).  Block per row
+        i; per tile of blockDim targets: weights W_j (2 P_ij, or P_ij / cost_ij)
+        into shared memory, then thread k adds sum_j W_j (x_ik - y_jk) to
+        out[i, k] (each out[i, k] owned by one thread: no atomics)."""
+        wt = cuda.shared.array(_MAX_THREADS, dtype=T)
+        tid = cuda.threadIdx.x
+        bd = cuda.blockDim.x
+        d = X.shape[1]
+        m = Yt.shape[1]
+        for i in range(cuda.blockIdx.x, X.shape[0], cuda.gridDim.x):
+            fi = f[i]
+            for k in range(tid, d, bd):
+                out[i, k] = ZERO
+            if fi > NINF:  # the same for the whole block
+                for j0 in range(0, m, bd):
+                    j = j0 + tid
+                    wj = ZERO
+                    if j < m:
+                        cost = ZERO
+                        for k in range(d):
+                            diff = X[i, k] - Yt[k, j]
+                            cost += diff * diff
+                        if metric == 1:
+                            cost = math.sqrt(cost)
+                        p = math.exp(fi + g[j] + c * cost)
+                        if metric == 1:
+                            wj = p / cost if cost > ZERO else ZERO
+                        else:
+                            wj = TWO * p
+                    cuda.syncthreads()  # the previous tile is no longer read
+                    wt[tid] = wj
+                    cuda.syncthreads()
+                    ln = min(bd, m - j0)
+                    for k in range(tid, d, bd):
+                        xk = X[i, k]
+                        s = ZERO
+                        for t in range(ln):
+                            s += wt[t] * (xk - Yt[k, j0 + t])
+                        out[i, k] += s
+
     @kernel([f"void({A1}, {A1}, {A1})"], hot=True, tag=tag)
     def potential_update(base, lse, out):
         """out = base - lse, -inf where base is -inf (zero weights)."""
@@ -85,7 +138,7 @@ def _build(dt):
             out[i] = base[i] - lse[i] if base[i] > NINF else NINF
 
     return dict(lazy_lse_rows=lazy_lse_rows, lazy_loss_rows=lazy_loss_rows,
-                potential_update=potential_update)
+                lazy_grad_rows=lazy_grad_rows, potential_update=potential_update)
 
 
 _k = per_dtype(_build)
@@ -116,3 +169,13 @@ def lazy_loss(X, Yt, f, g, c, metric):
     _k("lazy_loss_rows", dt)[_grid(X.shape[0]), int(_config.CUDA_THREADS)](
         X, Yt, f, g, dt.type(c), metric, part)
     return float(np.sum(part.copy_to_host(), dtype=np.float64))
+
+
+def lazy_grad(X, Yt, f, g, c, metric, out):
+    """out[i, :] = sum_j P_ij grad_x cost(x_i, y_j) (device arrays; X (n, d),
+    Yt (d, m), out (n, d)); mirror of ``numbaot.cpu.empirical.lazy_grad``."""
+    t = int(_config.CUDA_THREADS)
+    if t > _MAX_THREADS:
+        raise ValueError(f"CUDA_THREADS must be at most {_MAX_THREADS} for lazy_grad; got {t}")
+    dt = X.dtype
+    _k("lazy_grad_rows", dt)[_grid(X.shape[0]), t](X, Yt, f, g, dt.type(c), metric, out)
