@@ -41,6 +41,9 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import _common as C  # noqa: E402,F401  (puts the repository root on sys.path)
 
 
+SOLVERS = ("sinkhorn", "sinkhorn_log", "sinkhorn_unbalanced", "empirical_sinkhorn")
+
+
 class TimedComm:
     """Delegates to an mpi4py communicator, adding up the time spent in the
     collectives numbaot.distributed calls per iteration."""
@@ -102,6 +105,8 @@ def worker(args):
     }
     out = {}
     for name, fn in calls.items():
+        if name not in args.solvers:
+            continue
         n_short, n_long = (10, 10 + args.iters) if name != "empirical_sinkhorn" else (10, 30)
         best = {}
         for it in (n_short, n_long):
@@ -142,6 +147,8 @@ def single_process(args):
     }
     out = {}
     for name, fn in calls.items():
+        if name not in args.solvers:
+            continue
         n_short, n_long = (10, 10 + args.iters) if name != "empirical_sinkhorn" else (10, 30)
         t = {it: C.time_call(lambda: fn(it), repeats=args.repeats)["best"] for it in (n_short, n_long)}
         out[name] = 1e3 * (t[n_long] - t[n_short]) / (n_long - n_short)
@@ -156,12 +163,12 @@ def main():
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--configs", nargs="+", default=["1x1", "1x2", "2x1"],
                    help="RANKSxTHREADS per rank")
+    p.add_argument("--solvers", nargs="+", default=list(SOLVERS), choices=SOLVERS)
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--json", help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.worker:
         return worker(args)
-    C.print_header("numbaot.distributed scaling") if hasattr(C, "print_header") else None
     print(f"n = {args.n}, m = {args.m} (M: {args.n * args.m * 8 / 1e6:.0f} MB float64), "
           f"{os.cpu_count()} cores, load average {os.getloadavg()}")
     exe = os.path.join(os.path.dirname(sys.executable), "mpiexec")
@@ -173,7 +180,8 @@ def main():
             env = dict(os.environ, NUMBA_NUM_THREADS=str(t), OPENBLAS_NUM_THREADS="1")
             cmd = [exe, "-n", str(r), sys.executable, os.path.abspath(__file__), "--worker",
                    "--json", out, "--n", str(args.n), "--m", str(args.m),
-                   "--iters", str(args.iters), "--repeats", str(args.repeats)]
+                   "--iters", str(args.iters), "--repeats", str(args.repeats),
+                   "--solvers", *args.solvers]
             subprocess.run(cmd, env=env, check=True)
             with open(out) as fh:
                 res[cfg] = json.load(fh)
