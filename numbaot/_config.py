@@ -49,6 +49,29 @@ ROW_TILE = 8
 #: matrices use fewer rows per tile.
 TILE_BYTES = 512 * 1024
 
+#: Unbalanced multiplicative pass (``numbaot.cpu.unbalanced.uot_fused_pass``):
+#: upper bound (bytes) of one tile of 8 (else 4, 2, 1) rows of K, in K's own
+#: dtype.  The tile is re-read from L2 (1 MiB per core here) by the column
+#: sweep; 768 KiB keeps 8 rows of the 1024 x 10240 float64 case (640 KiB).
+UOT_TILE_BYTES = 768 * 1024
+
+#: Unbalanced multiplicative pass: columns per block (entries, any dtype).
+#: Long runs of each row stream better from memory and cut the per-block
+#: reductions; measured 5-15 % faster than 512 (2 threads, 4000^2 and the
+#: MAP-UOT shapes).  A float32 block partial sums at most 2048 / 16 = 128
+#: terms per lane before it is added into float64.
+UOT_COL_BLOCK = 2048
+
+#: Unbalanced pass, float32 lanes (float32 K): u, v must be 0 or within
+#: [UOT_LANE_MIN, UOT_LANE_MAX] and the sums (K v)_i, (K^T u)_j within
+#: [UOT_LANE_SUM_MIN, UOT_LANE_SUM_MAX] (K >= 0: no partial sum overflows, and
+#: each product lost to float32 underflow, < 1.2e-38, is < 1.2e-18 of its
+#: sum), else the iteration is redone in float64 lanes, and so are the next.
+UOT_LANE_MIN = 1e-30
+UOT_LANE_MAX = 1e30
+UOT_LANE_SUM_MIN = 1e-20
+UOT_LANE_SUM_MAX = 1e20
+
 #: Rows per tile in the column logsumexp pass (tile max, then exp-sum).
 COL_TILE_ROWS = 8
 
@@ -97,6 +120,21 @@ CUDA_FUSED_MAX_ENTRIES = 1 << 16
 # --------------------------------------------------------------------------
 # Sinkhorn operator on batches of small matrices (numbaot.implicit)
 # --------------------------------------------------------------------------
+#: CPU implicit backward: matrices with n <= max of these run the generated
+#: register-blocked CG kernels, n padded up to the next size listed (each size
+#: is one compiled specialisation: more sizes, less padding, longer first
+#: compilation); larger n run the generic lane kernels.
+IMPLICIT_UNROLL_SIZES = (4, 8, 12, 16)
+
+#: CPU implicit backward, generated kernels: matrices per work item, side by
+#: side (a compile-time constant; a multiple of 8, the float64 AVX-512 width).
+IMPLICIT_UNROLL_LANES = 64
+
+#: CPU implicit backward, generated kernels: at most this many per-task
+#: workspaces (prange chunks, each running every IMPLICIT_CHUNKS-th work item),
+#: instead of one allocation per work item.  Results do not depend on it.
+IMPLICIT_CHUNKS = 64
+
 #: CUDA: matrices with n >= this (and n <= 64) run one warp per matrix (lane i
 #: holds row/column i, and i + 32, in registers; mat-vecs broadcast the vector
 #: with warp shuffles); smaller n (and n > 64) run one thread per matrix

@@ -509,15 +509,20 @@ def sinkhorn_unbalanced(a_local, b, M_local, reg, reg_m, method="sinkhorn", reg_
     Q = np.empty((n_chunks, 1, m))
     q = np.empty((1, m))
     loc = np.empty(3)
+    pu = np.empty((n_chunks, 4))
+    active = np.ones(1, dtype=np.bool_)
     uprev, vprev = np.empty_like(u), np.empty_like(v)
     errs = []
     for it in range(numItermax):
         uprev[:, :] = u
         vprev[:, :] = v
-        _ku.uot_fused_pass(Kmat, a2, v, fi1, n_chunks, chunk_rows, Q, u, q)
-        finite_u = bool(np.isfinite(u).all())
-        loc[0] = np.max(np.abs(u - uprev)) if finite_u else 0.0
-        loc[1] = max(np.max(np.abs(u)), np.max(np.abs(uprev))) if finite_u else 0.0
+        # float64 lanes for any K (the single-process float32 lanes need a
+        # range check and redo that would cost a second reduction here)
+        _ku.uot_fused_pass(Kmat, a2, v, fi1, n_chunks, chunk_rows, Q, u, False, pu)
+        _k.merge_chunks(Q, active, q)
+        finite_u = bool(np.all(pu[:, 2] != 0.0))
+        loc[0] = np.max(pu[:, 0]) if finite_u else 0.0
+        loc[1] = np.max(pu[:, 1]) if finite_u else 0.0
         loc[2] = 0.0 if finite_u else 1.0
         MPI.Request.Waitall([comm.Iallreduce(MPI.IN_PLACE, q, op=MPI.SUM),
                              comm.Iallreduce(MPI.IN_PLACE, loc, op=MPI.MAX)])

@@ -32,9 +32,12 @@ defaults, returns, ``log`` keys, stopping rules, warnings).  Differences:
   stays finite at small ``reg`` where the multiplicative one overflows;
 * 2-D ``a`` with 2-D ``b`` (method 'sinkhorn' / 'sinkhorn_log'): "paired
   batches", one source histogram per problem;
-* vectors are iterated in float64 whatever the input dtype; ``K`` keeps the
-  input dtype (float32 in: half the memory traffic), results come back in the
-  input dtype.
+* vectors are kept in float64 whatever the input dtype; ``K`` keeps the
+  input dtype (float32 in: half the memory traffic); with a float32 ``K``
+  the CPU multiplicative solver forms the products and their partial sums
+  over blocks of 2048 columns (8 rows) in float32, as POT's float32 mat-vecs
+  do, and adds the partials in float64 (``numbaot.cpu.unbalanced``); results
+  come back in the input dtype.
 * GPU arrays (numba device arrays, CuPy) run ``method='sinkhorn'`` and
   ``'sinkhorn_log'`` on the GPU (``numbaot.cuda.unbalanced``,
   float32 problems in float32 arithmetic) and return device arrays; the other

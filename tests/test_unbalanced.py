@@ -172,6 +172,28 @@ def test_float32_matches_float64_pot():
     assert_close(got, ref, **F32)
 
 
+def test_float32_lanes_fall_back_to_float64_out_of_range():
+    # c = 1e-22 puts K v and u outside the range where float32 products are
+    # exact enough: the solver must redo those iterations in float64 lanes
+    a, b, M = _unb_problem(60, 45, seed=12, dtype=np.float32)
+    c = np.full(M.shape, 1e-22, dtype=np.float32)
+    ref = _pot(ot.unbalanced.sinkhorn_unbalanced, *up(a, b, M), 0.05, 1.0, c=c.astype(np.float64),
+               stopThr=1e-9)
+    got = nu.sinkhorn_unbalanced(a, b, M, 0.05, 1.0, c=c, stopThr=1e-9)
+    assert got.dtype == np.float32
+    assert np.all(np.isfinite(got))
+    assert_close(got, ref, **F32)
+
+
+def test_float32_thread_count_invariance(restore_num_threads):
+    a, b, M = _unb_problem(300, 70, seed=13, dtype=np.float32)
+    restore_num_threads(1)
+    g1 = nu.sinkhorn_unbalanced(a, b, M, 0.05, 1.0, numItermax=50)
+    restore_num_threads(2)
+    g2 = nu.sinkhorn_unbalanced(a, b, M, 0.05, 1.0, numItermax=50)
+    assert np.array_equal(g1, g2)
+
+
 def test_empty_weights_are_uniform():
     _, _, M = _unb_problem(8, 6)
     ref = _pot(ot.unbalanced.sinkhorn_unbalanced, [], [], M, 0.1, 1.0)

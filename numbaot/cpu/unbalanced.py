@@ -22,7 +22,12 @@ reg), fi2 = reg_m2 / (reg_m2 + reg) (1 for an infinite reg_m),
 ``uot_fused_pass`` streams K exactly once per iteration (MAP-UOT, Sun, Hu,
 Jiang 2024, adapted to the read-only scaling form): for each tile of rows it
 forms (K v)_i, the new u_i, and adds K_ij u_i into the chunk's column
-accumulators, which become K^T u for the v update.
+accumulators, which become K^T u for the v update (``uot_col_update``, which
+also forms v and the convergence error).  A float32 K is processed in
+float32 lanes (16 per AVX-512 vector, no conversions): products and partial
+sums over a block of columns (for K v) or a group of 8 rows (for K^T u) are
+float32 and go into float64 sums; while u, v and the sums are in the ranges
+where float32 loses nothing (``_config.UOT_LANE_*``), else in float64 lanes.
 
 Log domain (numbaot extension): with log-kernel -M0/reg + ga_i + gb_j,
 log u_i = fi1 (log a_i - ga_i - LSE_j(-M0_ij/reg + gb_j + log v_j)) and the
@@ -35,9 +40,17 @@ import math
 import numpy as np
 from numba import njit, prange
 
-from .._config import COL_BLOCK, JIT_OPTIONS
+from .._config import (
+    JIT_OPTIONS,
+    UOT_LANE_MAX,
+    UOT_LANE_MIN,
+    UOT_LANE_SUM_MAX,
+    UOT_LANE_SUM_MIN,
+    UOT_COL_BLOCK,
+    UOT_TILE_BYTES,
+)
 from ._math import fast_exp
-from .sinkhorn import _axpy_rows, _dot_rows, _tile_rows, log_col_lse, merge_chunks
+from .sinkhorn import log_col_lse, merge_chunks
 
 _PAR = dict(JIT_OPTIONS, parallel=True)
 _SER = dict(JIT_OPTIONS)
@@ -45,6 +58,7 @@ _SER = dict(JIT_OPTIONS)
 __all__ = [
     "uot_gibbs",
     "uot_fused_pass",
+    "uot_col_update",
     "uot_steps",
     "uot_plan_stats",
     "uot_loss",
@@ -86,59 +100,349 @@ def _pow(x, e):
     return x ** e
 
 
-@njit(**_PAR)
-def uot_fused_pass(Kmat, a, v, fi1, n_chunks, chunk_rows, Q, u, q):
-    """One read of K: u[k, i] = (a[k, i] / (K v_k)_i)^fi1 and q = K^T u (new u).
+# --------------------------------------------------------------------------
+# Row-segment helpers in the lanes of K's dtype: products and the partial
+# sums over one block of columns (dot) or over a group of rows (axpy) are
+# formed in the dtype of ``A`` and ``Y``'s lane copy (float32 for a float32 K:
+# 16 lanes per AVX-512 vector, no conversions); every partial is then added
+# into float64 (``out``: row sums, ``Q``: column accumulators).  For a float64
+# K these are exactly the operations of ``numbaot.cpu.sinkhorn._dot_rows`` /
+# ``_axpy_rows``.  Unsigned column index: see ``numbaot.cpu.sinkhorn``.
+# --------------------------------------------------------------------------
+@njit(**_SER)
+def _ldot1(A, i, Y, k, j0, ln, out, o, z):
+    a0 = z
+    base = np.uint64(j0)
+    for t in range(ln):
+        j = base + np.uint64(t)
+        a0 += A[i, j] * Y[k, j]
+    out[o] += a0
 
-    Tiles of a few rows, columns in blocks of COL_BLOCK: the first sweep of a
-    tile forms K v from memory, the second re-reads the tile from L2 and adds
-    K_ij u_i into the chunk's accumulators (see ``knopp_fused_pass``).
+
+@njit(**_SER)
+def _ldot4(A, i, Y, k, j0, ln, out, o, z):
+    a0 = z
+    a1 = z
+    a2 = z
+    a3 = z
+    base = np.uint64(j0)
+    for t in range(ln):
+        j = base + np.uint64(t)
+        y = Y[k, j]
+        a0 += A[i, j] * y
+        a1 += A[i + 1, j] * y
+        a2 += A[i + 2, j] * y
+        a3 += A[i + 3, j] * y
+    out[o] += a0
+    out[o + 1] += a1
+    out[o + 2] += a2
+    out[o + 3] += a3
+
+
+@njit(**_SER)
+def _ldot8(A, i, Y, k, j0, ln, out, o, z):
+    a0 = z
+    a1 = z
+    a2 = z
+    a3 = z
+    a4 = z
+    a5 = z
+    a6 = z
+    a7 = z
+    base = np.uint64(j0)
+    for t in range(ln):
+        j = base + np.uint64(t)
+        y = Y[k, j]
+        a0 += A[i, j] * y
+        a1 += A[i + 1, j] * y
+        a2 += A[i + 2, j] * y
+        a3 += A[i + 3, j] * y
+        a4 += A[i + 4, j] * y
+        a5 += A[i + 5, j] * y
+        a6 += A[i + 6, j] * y
+        a7 += A[i + 7, j] * y
+    out[o] += a0
+    out[o + 1] += a1
+    out[o + 2] += a2
+    out[o + 3] += a3
+    out[o + 4] += a4
+    out[o + 5] += a5
+    out[o + 6] += a6
+    out[o + 7] += a7
+
+
+@njit(**_SER)
+def _laxpy1(w, o, A, i, Y, k, j0, ln):
+    base = np.uint64(j0)
+    w0 = w[o]
+    for t in range(ln):
+        j = base + np.uint64(t)
+        Y[k, j] += A[i, j] * w0
+
+
+@njit(**_SER)
+def _laxpy4(w, o, A, i, Y, k, j0, ln):
+    base = np.uint64(j0)
+    w0 = w[o]
+    w1 = w[o + 1]
+    w2 = w[o + 2]
+    w3 = w[o + 3]
+    for t in range(ln):
+        j = base + np.uint64(t)
+        Y[k, j] += A[i, j] * w0 + A[i + 1, j] * w1 + A[i + 2, j] * w2 + A[i + 3, j] * w3
+
+
+@njit(**_SER)
+def _laxpy8(w, o, A, i, Y, k, j0, ln):
+    base = np.uint64(j0)
+    w0 = w[o]
+    w1 = w[o + 1]
+    w2 = w[o + 2]
+    w3 = w[o + 3]
+    w4 = w[o + 4]
+    w5 = w[o + 5]
+    w6 = w[o + 6]
+    w7 = w[o + 7]
+    for t in range(ln):
+        j = base + np.uint64(t)
+        Y[k, j] += ((A[i, j] * w0 + A[i + 1, j] * w1 + A[i + 2, j] * w2 + A[i + 3, j] * w3)
+                    + (A[i + 4, j] * w4 + A[i + 5, j] * w5 + A[i + 6, j] * w6
+                       + A[i + 7, j] * w7))
+
+
+@njit(**_SER)
+def _ldot_rows(A, i, nr, Y, k, j0, ln, out, z):
+    """out[r] += sum_t A[i + r, j0+t] * Y[k, j0+t] (r < nr), rows in groups of 8, 4, 1."""
+    r = 0
+    while r + 8 <= nr:
+        _ldot8(A, i + r, Y, k, j0, ln, out, r, z)
+        r += 8
+    while r + 4 <= nr:
+        _ldot4(A, i + r, Y, k, j0, ln, out, r, z)
+        r += 4
+    while r < nr:
+        _ldot1(A, i + r, Y, k, j0, ln, out, r, z)
+        r += 1
+
+
+@njit(**_SER)
+def _lset8(w, o, A, i, Y, k, j0, ln):
+    """``_laxpy8`` storing instead of adding (first tile of a chunk: no zeroing pass)."""
+    base = np.uint64(j0)
+    w0 = w[o]
+    w1 = w[o + 1]
+    w2 = w[o + 2]
+    w3 = w[o + 3]
+    w4 = w[o + 4]
+    w5 = w[o + 5]
+    w6 = w[o + 6]
+    w7 = w[o + 7]
+    for t in range(ln):
+        j = base + np.uint64(t)
+        Y[k, j] = ((A[i, j] * w0 + A[i + 1, j] * w1 + A[i + 2, j] * w2 + A[i + 3, j] * w3)
+                   + (A[i + 4, j] * w4 + A[i + 5, j] * w5 + A[i + 6, j] * w6
+                      + A[i + 7, j] * w7))
+
+
+@njit(**_SER)
+def _lset4(w, o, A, i, Y, k, j0, ln):
+    base = np.uint64(j0)
+    w0 = w[o]
+    w1 = w[o + 1]
+    w2 = w[o + 2]
+    w3 = w[o + 3]
+    for t in range(ln):
+        j = base + np.uint64(t)
+        Y[k, j] = A[i, j] * w0 + A[i + 1, j] * w1 + A[i + 2, j] * w2 + A[i + 3, j] * w3
+
+
+@njit(**_SER)
+def _lset1(w, o, A, i, Y, k, j0, ln):
+    base = np.uint64(j0)
+    w0 = w[o]
+    for t in range(ln):
+        j = base + np.uint64(t)
+        Y[k, j] = A[i, j] * w0
+
+
+@njit(**_SER)
+def _laxpy_rows(w, A, i, nr, Y, k, j0, ln, first):
+    """Y[k, j0+t] += sum_{r<nr} w[r] * A[i + r, j0+t], rows in groups of 8, 4, 1;
+    with ``first`` the first group stores (Y's old values are ignored)."""
+    r = 0
+    if first:
+        if nr >= 8:
+            _lset8(w, 0, A, i, Y, k, j0, ln)
+            r = 8
+        elif nr >= 4:
+            _lset4(w, 0, A, i, Y, k, j0, ln)
+            r = 4
+        else:
+            _lset1(w, 0, A, i, Y, k, j0, ln)
+            r = 1
+    while r + 8 <= nr:
+        _laxpy8(w, r, A, i + r, Y, k, j0, ln)
+        r += 8
+    while r + 4 <= nr:
+        _laxpy4(w, r, A, i + r, Y, k, j0, ln)
+        r += 4
+    while r < nr:
+        _laxpy1(w, r, A, i + r, Y, k, j0, ln)
+        r += 1
+
+
+@njit(**_SER)
+def _uot_tile_rows(m, itemsize):
+    """Rows per tile for rows of ``m`` entries of ``itemsize`` bytes: 8, 4, 2
+    or 1, the most that fit UOT_TILE_BYTES."""
+    R = 8
+    while R > 1 and R * m * itemsize > UOT_TILE_BYTES:
+        R //= 2
+    return R
+
+
+@njit(**_SER)
+def _in_lane_range(x):
+    """x can be a float32 lane value without losing relative precision."""
+    return x == 0.0 or (x >= UOT_LANE_MIN and x <= UOT_LANE_MAX)
+
+
+# --------------------------------------------------------------------------
+# Multiplicative iterations
+# --------------------------------------------------------------------------
+@njit(**_PAR)
+def uot_fused_pass(Kmat, a, vl, fi1, n_chunks, chunk_rows, Q, u, check, part):
+    """One read of K: u[k, i] = (a[k, i] / (K v_k)_i)^fi1 and, per chunk of rows,
+    Q[c, k, :] = K[rows of c]^T u_k (new u; summed over chunks by
+    ``uot_col_update``).
+
+    ``vl`` (n_hists, dim_b) is v in the lanes' dtype: K's dtype (float32 lanes
+    for a float32 K) or float64 (float64 lanes for any K).  Tiles of R rows
+    (``_uot_tile_rows``), columns in blocks of UOT_COL_BLOCK: the first sweep
+    of a tile forms K v from memory, the second re-reads the tile from L2 and
+    adds K_ij u_i into the chunk's accumulators (the chunk's first tile
+    stores them: no zeroing pass).  Sums of float32 lanes are added into float64 per block of
+    columns (rows) and per group of rows (columns).
+
+    part[c] = (max |u_new - u_old|, max(|u_new|, |u_old|), 1 if every new u is
+    finite, 1 if ``check`` is off or every (K v)_i lies in [UOT_LANE_SUM_MIN,
+    UOT_LANE_SUM_MAX] and every u in the float32 lane range) over chunk c.
     """
     n, m = Kmat.shape
-    K = v.shape[0]
+    K = vl.shape[0]
     shared_a = a.shape[0] == 1
-    R = _tile_rows(m)
+    z = vl.dtype.type(0)
+    R = _uot_tile_rows(m, Kmat.itemsize)
+    cb = UOT_COL_BLOCK
     for ch in prange(n_chunks):
         i0 = ch * chunk_rows
         i1 = min(n, i0 + chunk_rows)
         Qc = Q[ch]
-        Qc[:, :] = 0.0
+        if i1 <= i0:
+            Qc[:, :] = 0.0
         s = np.empty(R)
-        w = np.empty(R)
+        w = np.empty(R, dtype=vl.dtype)
+        du = 0.0
+        mu = 0.0
+        fin = True
+        ok = True
         for t0 in range(i0, i1, R):
             nr = min(i1, t0 + R) - t0
             for k in range(K):
                 s[:] = 0.0
-                for j0 in range(0, m, COL_BLOCK):
-                    _dot_rows(Kmat, t0, nr, v, k, j0, min(m, j0 + COL_BLOCK) - j0, s)
+                for j0 in range(0, m, cb):
+                    _ldot_rows(Kmat, t0, nr, vl, k, j0, min(m, j0 + cb) - j0, s, z)
                 for r in range(nr):
                     aki = a[0, t0 + r] if shared_a else a[k, t0 + r]
-                    w[r] = _pow(aki / s[r], fi1)
-                    u[k, t0 + r] = w[r]
-                for j0 in range(0, m, COL_BLOCK):
-                    _axpy_rows(w, Kmat, t0, nr, Qc, k, j0, min(m, j0 + COL_BLOCK) - j0)
-    merge_chunks(Q, np.ones(K, dtype=np.bool_), q)
+                    x = _pow(aki / s[r], fi1)
+                    old = u[k, t0 + r]
+                    u[k, t0 + r] = x
+                    w[r] = x
+                    if not np.isfinite(x):
+                        fin = False
+                    du = max(du, abs(x - old))
+                    mu = max(mu, max(abs(x), abs(old)))
+                    if check and not (s[r] >= UOT_LANE_SUM_MIN and s[r] <= UOT_LANE_SUM_MAX
+                                      and _in_lane_range(x)):
+                        ok = False
+                for j0 in range(0, m, cb):
+                    ln = min(m, j0 + cb) - j0
+                    _laxpy_rows(w, Kmat, t0, nr, Qc, k, j0, ln, t0 == i0)
+        part[ch, 0] = du
+        part[ch, 1] = mu
+        part[ch, 2] = 1.0 if fin else 0.0
+        part[ch, 3] = 1.0 if ok else 0.0
+
+
+_COLS = 256
+
+
+@njit(**_PAR)
+def uot_col_update(Q, b, fi2, v, vprev, vl, q, check, part):
+    """q[k, j] = sum_c Q[c, k, j] (chunk order: bit-identical for any thread
+    count), v = (b / q)^fi2 and its lane copy vl = v (cast), in parallel over
+    (problem, block of _COLS columns) pairs.
+
+    part[p] = (1 if some q is 0 or some new v is not finite, max |v - vprev|,
+    max(|v|, |vprev|), 1 if ``check`` is off or every q lies in [UOT_LANE_SUM_MIN,
+    UOT_LANE_SUM_MAX], 1 if every new v lies in the float32 lane range) over the
+    block p = k * n_blocks + block.
+    """
+    n_chunks, K, m = Q.shape
+    shared_b = b.shape[0] == 1
+    nb = (m + _COLS - 1) // _COLS
+    for p in prange(K * nb):
+        k = p // nb
+        j0 = (p - k * nb) * _COLS
+        j1 = min(m, j0 + _COLS)
+        for j in range(j0, j1):
+            q[k, j] = Q[0, k, j]
+        for c in range(1, n_chunks):
+            for j in range(j0, j1):
+                q[k, j] += Q[c, k, j]
+        bad = False
+        ok = True
+        vok = True
+        dv = 0.0
+        mv = 0.0
+        for j in range(j0, j1):
+            qkj = q[k, j]
+            if qkj == 0.0:
+                bad = True
+            if check and not (qkj >= UOT_LANE_SUM_MIN and qkj <= UOT_LANE_SUM_MAX):
+                ok = False
+            bkj = b[0, j] if shared_b else b[k, j]
+            x = _pow(bkj / qkj, fi2)
+            v[k, j] = x
+            vl[k, j] = x
+            if not np.isfinite(x):
+                bad = True
+            if not _in_lane_range(x):
+                vok = False
+            old = vprev[k, j]
+            dv = max(dv, abs(x - old))
+            mv = max(mv, max(abs(x), abs(old)))
+        part[p, 0] = 1.0 if bad else 0.0
+        part[p, 1] = dv
+        part[p, 2] = mv
+        part[p, 3] = 1.0 if ok else 0.0
+        part[p, 4] = 1.0 if vok else 0.0
 
 
 @njit(**_SER)
-def _rel_change(x, xprev):
-    """max|x - xprev| / max(max|x|, max|xprev|, 1)  (POT's err_u / err_v)."""
-    d = 0.0
-    mx = 1.0
-    for k in range(x.shape[0]):
-        for j in range(x.shape[1]):
-            d = max(d, abs(x[k, j] - xprev[k, j]))
-            mx = max(mx, abs(x[k, j]), abs(xprev[k, j]))
-    return d / mx
-
-
-@njit(**_SER)
-def _finite(x):
-    for k in range(x.shape[0]):
-        for j in range(x.shape[1]):
-            if not np.isfinite(x[k, j]):
-                return False
+def _all_set(part, col):
+    for p in range(part.shape[0]):
+        if part[p, col] == 0.0:
+            return False
     return True
+
+
+@njit(**_SER)
+def _col_max(part, col):
+    x = 0.0
+    for p in range(part.shape[0]):
+        x = max(x, part[p, col])
+    return x
 
 
 @njit(**_SER)
@@ -146,35 +450,61 @@ def uot_steps(Kmat, a, b, u, v, fi1, fi2, n_chunks, chunk_rows, Q, q, n_steps,
               stopThr, errs):
     """Up to ``n_steps`` unbalanced Sinkhorn iterations in place (POT order).
 
-    Each iteration: u = (a / K v)^fi1 and q = K^T u in one read of K, then
-    v = (b / q)^fi2.  As POT, an iteration where K^T u has a zero or u, v
+    Each iteration: u = (a / K v)^fi1 and the chunk partials of K^T u in one
+    read of K (``uot_fused_pass``), then q = K^T u and v = (b / q)^fi2
+    (``uot_col_update``).  As POT, an iteration where K^T u has a zero or u, v
     get a NaN/inf is undone and the run stops; otherwise
-    err = (err_u + err_v) / 2 (relative sup-norm changes) is stored in
-    ``errs[it]`` and the run stops once err < stopThr.
+    err = (err_u + err_v) / 2 (relative sup-norm changes,
+    max|x - xprev| / max(max|x|, max|xprev|, 1)) is stored in ``errs[it]`` and
+    the run stops once err < stopThr.
+
+    A float32 K runs float32 lanes (``uot_fused_pass``) while u, v, the sums
+    K v, K^T u stay in the ranges where float32 products lose nothing
+    (UOT_LANE_MIN..UOT_LANE_MAX, UOT_LANE_SUM_MIN..UOT_LANE_SUM_MAX); an
+    iteration that leaves them is redone in float64 lanes, and so is every
+    later one (results stay independent of the thread count).
 
     Returns (iterations run, failed): on failure the first value is the
     index of the failing iteration (no err stored for it).
     """
+    K, m = v.shape
     uprev = np.empty_like(u)
     vprev = np.empty_like(v)
-    shared_b = b.shape[0] == 1
+    vl = np.empty((K, m), dtype=Kmat.dtype)
+    narrow = Kmat.itemsize < 8
+    for k in range(K):
+        for j in range(m):
+            vl[k, j] = v[k, j]
+            if not _in_lane_range(v[k, j]):
+                narrow = False
+    pu = np.empty((n_chunks, 4))
+    nb = (m + _COLS - 1) // _COLS
+    pv = np.empty((K * nb, 5))
     for it in range(n_steps):
         uprev[:, :] = u
         vprev[:, :] = v
-        uot_fused_pass(Kmat, a, v, fi1, n_chunks, chunk_rows, Q, u, q)
-        bad = False
-        for k in range(q.shape[0]):
-            for j in range(q.shape[1]):
-                qkj = q[k, j]
-                if qkj == 0.0:
-                    bad = True
-                bkj = b[0, j] if shared_b else b[k, j]
-                v[k, j] = _pow(bkj / qkj, fi2)
-        if bad or not _finite(u) or not _finite(v):
+        done = False
+        if narrow:
+            uot_fused_pass(Kmat, a, vl, fi1, n_chunks, chunk_rows, Q, u, True, pu)
+            if _all_set(pu, 3):
+                uot_col_update(Q, b, fi2, v, vprev, vl, q, True, pv)
+                done = _all_set(pv, 3)
+            if not done:
+                narrow = False
+                u[:, :] = uprev
+                v[:, :] = vprev
+        if not done:
+            uot_fused_pass(Kmat, a, v, fi1, n_chunks, chunk_rows, Q, u, False, pu)
+            uot_col_update(Q, b, fi2, v, vprev, vl, q, False, pv)
+        if narrow and not _all_set(pv, 4):
+            narrow = False
+        if not _all_set(pu, 2) or _col_max(pv, 0) != 0.0:
             u[:, :] = uprev
             v[:, :] = vprev
             return it, True
-        err = 0.5 * (_rel_change(u, uprev) + _rel_change(v, vprev))
+        err_u = _col_max(pu, 0) / max(_col_max(pu, 1), 1.0)
+        err_v = _col_max(pv, 1) / max(_col_max(pv, 2), 1.0)
+        err = 0.5 * (err_u + err_v)
         errs[it] = err
         if err < stopThr:
             return it + 1, False
