@@ -160,8 +160,11 @@ def main(argv=None):
             m_np = peak_mem(lambda: numpy_cg_backward(R, G))
             m_de = None if args.no_dense else peak_mem(lambda: dense_backward(R, G))
             m_nb = peak_mem(lambda: numbaot.sinkhorn_operator_backward(R, G))
-            lanes = 64 if n <= 16 else 32
-            ws = numba.get_num_threads() * lanes * (n * n + 12 * n + 8) * 8
+            if n <= 16:   # generated kernels: n padded to N, one workspace per task
+                N = min(sz for sz in (4, 8, 12, 16) if sz >= n)
+                ws = numba.get_num_threads() * 64 * (N * N + 8 * N + 5) * 8
+            else:
+                ws = numba.get_num_threads() * 32 * (n * n + 12 * n + 8) * 8
             mem_rows.append([f"{B} x {n}", np.dtype(dt).name, R.nbytes / 2**20,
                              m_np / 2**20, (m_de / 2**20 if m_de else None), m_nb / 2**20,
                              ws / 2**20])

@@ -9,7 +9,10 @@ Conventions shared by every kernel here
 * Parallelism: ``prange`` over work items of ``lanes_for(n)`` consecutive
   matrices, stored side by side in float64 workspaces W[i, j, lane]
   (batch-minor): every inner loop runs over the lanes and vectorises, with
-  no horizontal reductions and no per-matrix overhead even for n = 4.  Lanes
+  no horizontal reductions and no per-matrix overhead even for n = 4.  The
+  implicit backward for n <= 16 runs generated straight-line kernels, one
+  per padded size, on the same layout (see "implicit backward,
+  register-blocked" below).  Lanes
   never mix: a lane's arithmetic is exactly that of its matrix alone (lanes
   that stop early are frozen, not averaged), so results are bit-identical
   for any thread count and any batch composition.
@@ -26,7 +29,8 @@ import math
 import numpy as np
 from numba import njit, prange
 
-from .._config import JIT_OPTIONS
+from .._config import (IMPLICIT_CHUNKS, IMPLICIT_UNROLL_LANES, IMPLICIT_UNROLL_SIZES,
+                       JIT_OPTIONS)
 from ._math import fast_exp, fast_log
 
 _PAR = dict(JIT_OPTIONS, parallel=True)
@@ -52,22 +56,27 @@ def lanes_for(n):
 @njit(**_PAR)
 def count_invalid(x, nonneg, out):
     """out[0] = number of non-finite entries of the flat array ``x``;
-    out[1] = number of negative entries (counted only when ``nonneg``)."""
+    out[1] = number of negative entries (counted only when ``nonneg``).
+    Unsigned indices and branch-free counts: the loop vectorises (memory
+    bound)."""
     N = x.size
     n_items = (N + 65535) // 65536
     n_bad = 0
     n_neg = 0
     for t in prange(n_items):
-        lo = t * 65536
-        cnt = min(65536, N - lo)
+        lo = np.uint64(t) * np.uint64(65536)
+        cnt = min(np.uint64(65536), np.uint64(N) - lo)
         bad = 0
         neg = 0
-        for k in range(cnt):
-            v = np.float64(x[lo + k])
-            if not (v - v == 0.0):
-                bad += 1
-            if nonneg and v < 0.0:
-                neg += 1
+        if nonneg:
+            for k in range(cnt):
+                v = np.float64(x[lo + k])
+                bad += not (v - v == 0.0)
+                neg += v < 0.0
+        else:
+            for k in range(cnt):
+                v = np.float64(x[lo + k])
+                bad += not (v - v == 0.0)
         n_bad += bad
         n_neg += neg
     out[0] = n_bad
@@ -393,6 +402,297 @@ def _cg_lanes(W, rinv, cvec, rhs, x, res, p, Ap, q, max_iter, cg_tol,
         relres[c] = math.sqrt(rs[c]) / relres[c] if relres[c] > 0.0 else 0.0
 
 
+# --------------------------------------------------------------------------
+# implicit backward, register-blocked: n padded to N in IMPLICIT_UNROLL_SIZES
+# --------------------------------------------------------------------------
+# For n <= max(IMPLICIT_UNROLL_SIZES) a whole CG iteration of one lane is
+# straight-line code written out for the padded size N (generated below and
+# compiled once per N): the loop over the lanes is then the innermost loop
+# and vectorises (8 lanes per AVX-512 register), the two mat-vecs (W p row
+# by row, then W^T q) read the 8 lanes' W from L2 once and again from L1, p,
+# q, Ap and the lanes' scalars stay in registers (N = 16: partly spilled to
+# L1), and the vector updates, the projection and both dot products happen
+# in the same pass: one pass over the work item per CG iteration instead of
+# about ten.  Padding rows and columns of W
+# (n < N) are 0, so the padded entries of every vector stay 0 and add exact
+# zeros to the sums; the projection's mean divides by n and is subtracted
+# from the first n entries only.
+#
+# Layout of a work item: ONE float64 array Z of rows of _US slots, the first
+# _UL of them used (one per lane), Z[row _US + c]; _UL and _US compile-time
+# constants: every access in the generated loops is the loop index plus a
+# literal offset into the same array, so LLVM proves them independent
+# (distinct rows are further apart than the trip count) and vectorises
+# without runtime alias checks (with W and the vectors in separate arrays it
+# gives up from n = 12 on: too many pointer groups to check).  The row stride
+# _US = _UL + 8 (576 bytes, 9 cache lines) spreads one lane-column of the
+# rows over all L1 sets; a 512-byte stride maps the 256 rows of W (n = 16)
+# onto 8 of the 64 sets and every access misses L1.  Rows (i N + j) hold
+# W_ij = R_ij; the lane state follows (``_zrows``).
+_UL = IMPLICIT_UNROLL_LANES
+_US = IMPLICIT_UNROLL_LANES + 8
+
+
+def _zrows(N):
+    """Row offsets (in units of _US) in the work item's array for padded
+    size N: W (N N rows, W_ij in row i N + j), then v (the CG iterate), res,
+    p, rinv, cvec, s_r, s_c, rhs/u (N rows each), then rs = ||res||^2, thr,
+    act (1.0 / 0.0), its (float), bn = ||rhs||."""
+    o = N * N
+    return dict(v=o, res=o + N, p=o + 2 * N, rinv=o + 3 * N, cvec=o + 4 * N, sr=o + 5 * N,
+                sc=o + 6 * N, u=o + 7 * N, rs=o + 8 * N, thr=o + 8 * N + 1, act=o + 8 * N + 2,
+                its=o + 8 * N + 3, bn=o + 8 * N + 4, rows=o + 8 * N + 5)
+
+
+def _sum(terms):
+    """Source of the sum of ``terms`` as four interleaved chains added
+    pairwise: dependency chains of about len/4 multiply-adds instead of one of
+    len (a chain of 16 FMAs is latency-bound, 64 cycles)."""
+    if len(terms) <= 4:
+        return "(" + " + ".join(terms) + ")"
+    ch = ["(" + " + ".join(terms[k::4]) + ")" for k in range(4)]
+    return f"(({ch[0]} + {ch[1]}) + ({ch[2]} + {ch[3]}))"
+
+
+def _gen_cg_iter(N):
+    """Source of ``_cg_iter_N(Z, n, inv_n)``: one projected-CG iteration
+    (alpha = rs / p^T A p, x += alpha p, res -= alpha A p, beta = rs' / rs,
+    p = res + beta p) on every active lane; returns the number of lanes
+    still active.  A lane stops at p^T A p <= 0 (no update) or when
+    ||res|| <= thr; a stopped lane never changes again."""
+    z = _zrows(N)
+    L = _UL
+
+    def at(row, k=0):
+        return f"Z[{(z[row] + k) * _US} + c]"
+
+    def w(i, j):
+        return f"Z[{(i * N + j) * _US} + c]"
+
+    ln = [f"def _cg_iter_{N}(Z, n, inv_n):",
+          "    n_act = 0",
+          f"    for c in range({L}):"]
+    a = ln.append
+    for j in range(N):
+        a(f"        p{j} = {at('p', j)}")
+    # row by row: q_i = rinv_i (W p)_i, then Ap -= W[i, :] q_i with the
+    # same loaded W_ij (each entry of W loaded once per iteration)
+    for j in range(N):
+        a(f"        a{j} = {at('cvec', j)} * p{j}")
+    for i in range(N):
+        for j in range(N):
+            a(f"        w{j} = {w(i, j)}")
+        s = _sum([f"w{j} * p{j}" for j in range(N)])
+        a(f"        qi = {at('rinv', i)} * {s}")
+        for j in range(N):
+            a(f"        a{j} -= w{j} * qi")
+    a("        m = " + _sum([f"a{j}" for j in range(N)]) + " * inv_n")
+    for j in range(N):
+        a(f"        a{j} -= m if {j} < n else 0.0")
+    a("        pap = " + _sum([f"p{j} * a{j}" for j in range(N)]))
+    a(f"        rsc = {at('rs')}")
+    a(f"        ok = ({at('act')} > 0.0) & (pap > 0.0)")
+    a("        alpha = rsc / pap if ok else 0.0")
+    for j in range(N):
+        a(f"        {at('v', j)} += alpha * p{j}")
+        a(f"        r{j} = {at('res', j)} - alpha * a{j}")
+        a(f"        {at('res', j)} = r{j}")
+    a("        rr = " + _sum([f"r{j} * r{j}" for j in range(N)]))
+    a(f"        cont = ok & (not (math.sqrt(rr) <= {at('thr')}))")
+    a("        beta = rr / rsc")
+    for j in range(N):
+        a(f"        {at('p', j)} = r{j} + beta * p{j} if cont else p{j}")
+    a(f"        {at('rs')} = rr if ok else rsc")
+    a(f"        {at('its')} += 1.0 if ok else 0.0")
+    a(f"        {at('act')} = 1.0 if cont else 0.0")
+    a("        n_act += 1 if cont else 0")
+    a("    return n_act")
+    return "\n".join(ln) + "\n"
+
+
+def _gen_rhs(N):
+    """Source of ``_rhs_N(Z)``: rhs = s_c - W^T (rinv * s_r) on every lane."""
+    z = _zrows(N)
+    L = _UL
+    S = _US
+    ln = [f"def _rhs_{N}(Z):", f"    for c in range({L}):"]
+    for i in range(N):
+        ln.append(f"        s{i} = Z[{(z['rinv'] + i) * S} + c] * Z[{(z['sr'] + i) * S} + c]")
+    for j in range(N):
+        s = _sum([f"Z[{(i * N + j) * S} + c] * s{i}" for i in range(N)])
+        ln.append(f"        Z[{(z['u'] + j) * S} + c] = Z[{(z['sc'] + j) * S} + c] - {s}")
+    return "\n".join(ln) + "\n"
+
+
+def _gen_u(N):
+    """Source of ``_u_N(Z)``: u = rinv * (s_r - W v) on every lane."""
+    z = _zrows(N)
+    L = _UL
+    S = _US
+    ln = [f"def _u_{N}(Z):", f"    for c in range({L}):"]
+    for j in range(N):
+        ln.append(f"        v{j} = Z[{(z['v'] + j) * S} + c]")
+    for i in range(N):
+        s = _sum([f"Z[{(i * N + j) * S} + c] * v{j}" for j in range(N)])
+        ln.append(f"        Z[{(z['u'] + i) * S} + c] = Z[{(z['rinv'] + i) * S} + c] * "
+                  f"(Z[{(z['sr'] + i) * S} + c] - {s})")
+    return "\n".join(ln) + "\n"
+
+
+def _gen_switch(name, args):
+    """Source of ``_name(N, args)``: calls ``_name_N(args)`` for the N of
+    IMPLICIT_UNROLL_SIZES (a chain of constant comparisons)."""
+    ln = [f"def _{name}(N, {args}):"]
+    for k, N in enumerate(_UNROLL_SIZES):
+        ln.append(f"    {'if' if k == 0 else 'elif'} N == {N}:")
+        ln.append(f"        return _{name}_{N}({args})")
+    ln.append(f"    return _{name}_{_UNROLL_SIZES[0]}({args})")
+    return "\n".join(ln) + "\n"
+
+
+def _compile_generated():
+    """exec the generated sources into this module's namespace and jit them.
+    The code objects carry this file's name, so Numba's disk cache (keyed by
+    module, function name and this file's time stamp) keeps them like the
+    hand-written kernels; the text is in ``_GENERATED_SOURCE``."""
+    srcs = []
+    for N in _UNROLL_SIZES:
+        srcs += [_gen_cg_iter(N), _gen_rhs(N), _gen_u(N)]
+    srcs += [_gen_switch("cg_iter", "Z, n, inv_n"), _gen_switch("rhs", "Z"),
+             _gen_switch("u", "Z")]
+    src = "\n\n".join(srcs)
+    ns = {}
+    exec(compile(src, __file__, "exec"), globals(), ns)
+    for name, fn in ns.items():
+        globals()[name] = njit(**_SER)(fn)
+    return src
+
+
+_UNROLL_SIZES = tuple(sorted(IMPLICIT_UNROLL_SIZES))
+_UNROLL_MAX = _UNROLL_SIZES[-1]
+_GENERATED_SOURCE = _compile_generated()
+
+
+@njit(**_SER)
+def _backward_item_unrolled(R, G, corrected, max_iter, cg_tol, b0, nl, N, Z, t1, t2,
+                            dX, iters, relres):
+    """The implicit backward of matrices b0 .. b0 + nl - 1 on the _UL lanes of
+    one work item (lanes nl .. _UL-1 repeat the last matrix; their results
+    are dropped), with the generated kernels of the padded size N.
+    Z: ((N N + 8 N + 5) _US,) float64 workspace (``_zrows``) whose padding
+    (rows and columns n .. N-1 of W, rows n .. N-1 of rinv, cvec, s_r, s_c)
+    is 0 on entry and stays 0; t1, t2: (n,) scratch."""
+    L = _UL
+    n = R.shape[1]
+    o = N * N
+    Z2 = Z.reshape((o + 8 * N + 5, _US))
+    v = Z2[o:o + N]
+    res = Z2[o + N:o + 2 * N]
+    p = Z2[o + 2 * N:o + 3 * N]
+    rinv = Z2[o + 3 * N:o + 4 * N]
+    cvec = Z2[o + 4 * N:o + 5 * N]
+    sr = Z2[o + 5 * N:o + 6 * N]
+    sc = Z2[o + 6 * N:o + 7 * N]
+    u = Z2[o + 7 * N:o + 8 * N]
+    rs = Z2[o + 8 * N]
+    thr = Z2[o + 8 * N + 1]
+    act = Z2[o + 8 * N + 2]
+    its = Z2[o + 8 * N + 3]
+    bn = Z2[o + 8 * N + 4]
+    # one pass over R and G, matrix by matrix in memory order (the reads
+    # stream): the lane copy W of R and the marginals of G*R (and of R)
+    if corrected:
+        for c in range(L):
+            b = b0 + min(c, nl - 1)
+            for j in range(n):
+                t1[j] = 0.0
+                t2[j] = 0.0
+            for i in range(n):
+                s = 0.0
+                r = 0.0
+                for j in range(n):
+                    w = np.float64(R[b, i, j])
+                    h = np.float64(G[b, i, j]) * w
+                    Z2[i * N + j, c] = w
+                    s += h
+                    r += w
+                    t1[j] += h
+                    t2[j] += w
+                sr[i, c] = s
+                rinv[i, c] = 1.0 / r if r > 0.0 else 0.0
+            for j in range(n):
+                sc[j, c] = t1[j]
+                cvec[j, c] = t2[j]
+    else:
+        for c in range(L):
+            b = b0 + min(c, nl - 1)
+            for j in range(n):
+                t1[j] = 0.0
+            for i in range(n):
+                s = 0.0
+                for j in range(n):
+                    w = np.float64(R[b, i, j])
+                    h = np.float64(G[b, i, j]) * w
+                    Z2[i * N + j, c] = w
+                    s += h
+                    t1[j] += h
+                sr[i, c] = s
+            for j in range(n):
+                sc[j, c] = t1[j]
+        for i in range(n):
+            for c in range(L):
+                rinv[i, c] = 1.0
+                cvec[i, c] = 1.0
+    _rhs(N, Z)
+    # projected CG from v0 = 0: res = p = rhs - mean(rhs)
+    for c in range(L):
+        thr[c] = 0.0
+    for k in range(n):
+        for c in range(L):
+            thr[c] += u[k, c]
+    for c in range(L):
+        thr[c] /= n
+        rs[c] = 0.0
+    for k in range(n):
+        for c in range(L):
+            r = u[k, c] - thr[c]
+            res[k, c] = r
+            p[k, c] = r
+            v[k, c] = 0.0
+            rs[c] += r * r
+    for k in range(n, N):
+        for c in range(L):
+            res[k, c] = 0.0
+            p[k, c] = 0.0
+            v[k, c] = 0.0
+    n_act = 0
+    for c in range(L):
+        b = math.sqrt(rs[c])
+        thr[c] = cg_tol * b
+        bn[c] = b
+        its[c] = 0.0
+        act[c] = 1.0 if b > 0.0 else 0.0
+        n_act += 1 if b > 0.0 else 0
+    inv_n = 1.0 / n
+    it = 0
+    while it < max_iter and n_act > 0:
+        n_act = _cg_iter(N, Z, n, inv_n)
+        it += 1
+    _u(N, Z)
+    for c in range(nl):
+        iters[b0 + c] = np.int64(its[c])
+        relres[b0 + c] = math.sqrt(rs[c]) / bn[c] if bn[c] > 0.0 else 0.0
+    # dX = (G - u 1^T - 1 v^T) * R, matrix by matrix in memory order
+    for c in range(nl):
+        b = b0 + c
+        for j in range(n):
+            t1[j] = v[j, c]
+        for i in range(n):
+            ui = u[i, c]
+            for j in range(n):
+                dX[b, i, j] = (np.float64(G[b, i, j]) - ui - t1[j]) * np.float64(R[b, i, j])
+
+
 @njit(**_PAR)
 def implicit_backward(R, G, corrected, max_iter, cg_tol, lanes, dX, iters, relres):
     """dX[b] = (G - u 1^T - 1 v^T) * R for every matrix of the batch, where
@@ -401,8 +701,16 @@ def implicit_backward(R, G, corrected, max_iter, cg_tol, lanes, dX, iters, relre
     doubly-stochastic system [[I, R], [R^T, I]]) or r, c the actual row and
     column sums of R (``corrected`` True).  v is the solution in 1-perp of the
     Schur complement system (diag(c) - R^T diag(r)^-1 R) v = s_c - R^T
-    diag(r)^-1 s_r (projected CG, ``_cg_lanes``), u = diag(r)^-1 (s_r - R v);
-    a zero row sum gives r_i^-1 := 0 (that row of dX is 0 anyway).
+    diag(r)^-1 s_r (projected CG from v0 = 0: rhs and every A p projected onto
+    1-perp; a lane stops when ||res||_2 <= cg_tol ||rhs||_2, after max_iter
+    iterations, or at p^T A p <= 0), u = diag(r)^-1 (s_r - R v); a zero row
+    sum gives r_i^-1 := 0 (that row of dX is 0 anyway).
+
+    n <= max(IMPLICIT_UNROLL_SIZES): the generated register-blocked kernels
+    (``_backward_item_unrolled``, work items of IMPLICIT_UNROLL_LANES
+    matrices; ``lanes`` is not used); larger n: ``_cg_lanes`` on work items of
+    ``lanes`` matrices.  Either way each lane's arithmetic is that of its
+    matrix alone, so results do not depend on the thread count or the batch.
 
     R, G, dX: (B, n, n); iters (B,) int64 CG iterations; relres (B,) float64
     final relative residual.
@@ -411,6 +719,36 @@ def implicit_backward(R, G, corrected, max_iter, cg_tol, lanes, dX, iters, relre
     B = R.shape[0]
     n = R.shape[1]
     n_items = (B + L - 1) // L
+    if n <= _UNROLL_MAX:
+        N = _UNROLL_MAX
+        for sz in _UNROLL_SIZES:
+            if sz >= n:
+                N = min(N, sz)
+        # IMPLICIT_CHUNKS workspaces, each serving every n_chunks-th work
+        # item (items are independent: which chunk or thread runs an item
+        # changes no result)
+        n_items = (B + _UL - 1) // _UL
+        n_chunks = min(IMPLICIT_CHUNKS, n_items)
+        o = N * N
+        for th in prange(n_chunks):
+            Z = np.empty((o + 8 * N + 5) * _US)
+            Z2 = Z.reshape((o + 8 * N + 5, _US))
+            for i in range(N):
+                for j in range(N):
+                    if i >= n or j >= n:
+                        for c in range(_UL):
+                            Z2[i * N + j, c] = 0.0
+            for k in range(4):
+                for i in range(n, N):
+                    for c in range(_UL):
+                        Z2[o + (3 + k) * N + i, c] = 0.0
+            t1 = np.empty(n)
+            t2 = np.empty(n)
+            for t in range(th, n_items, n_chunks):
+                b0 = t * _UL
+                _backward_item_unrolled(R, G, corrected, max_iter, cg_tol, b0, min(_UL, B - b0),
+                                        N, Z, t1, t2, dX, iters, relres)
+        return
     for t in prange(n_items):
         W = np.empty((n, n, L))
         t1 = np.empty(n)
