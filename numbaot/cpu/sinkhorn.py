@@ -165,8 +165,9 @@ def gibbs_loss(M, c, f, g, n_chunks, chunk_rows, out):
 # --------------------------------------------------------------------------
 @njit(**_SER)
 def _dot(A, i, Y, k, j0, ln):
-    """sum_t A[i, j0+t] * Y[k, j0+t]"""
-    acc = 0.0
+    """sum_t A[i, j0+t] * Y[k, j0+t], accumulated in the dtype of the products
+    (float64 unless A and Y are both float32: float32 lanes)."""
+    acc = Y.dtype.type(0)
     base = np.uint64(j0)
     for t in range(ln):
         j = base + np.uint64(t)
@@ -186,11 +187,13 @@ def _axpy(alpha, A, i, Y, k, j0, ln):
 @njit(**_SER)
 def _dot4(A, i, Y, k, j0, ln, out, o):
     """out[o + r] += sum_t A[i + r, j0+t] * Y[k, j0+t] for r < 4: four rows
-    share each load of Y (register blocking)."""
-    a0 = 0.0
-    a1 = 0.0
-    a2 = 0.0
-    a3 = 0.0
+    share each load of Y (register blocking); partial sums in the products'
+    dtype, added into ``out``."""
+    z = Y.dtype.type(0)
+    a0 = z
+    a1 = z
+    a2 = z
+    a3 = z
     base = np.uint64(j0)
     for t in range(ln):
         j = base + np.uint64(t)
@@ -206,30 +209,36 @@ def _dot4(A, i, Y, k, j0, ln, out, o):
 
 
 @njit(**_SER)
-def _axpy4(w, o, A, i, Y, k, j0, ln):
-    """Y[k, j0+t] += sum_{r<4} w[o + r] * A[i + r, j0+t]: one load and one
-    store of Y for four rows."""
+def _axpy4(w, o, A, i, Y, k, j0, ln, store):
+    """Y[k, j0+t] (+)= sum_{r<4} w[o + r] * A[i + r, j0+t]: one load and one
+    store of Y for four rows; with ``store`` Y's old values are overwritten."""
     base = np.uint64(j0)
     w0 = w[o]
     w1 = w[o + 1]
     w2 = w[o + 2]
     w3 = w[o + 3]
-    for t in range(ln):
-        j = base + np.uint64(t)
-        Y[k, j] += A[i, j] * w0 + A[i + 1, j] * w1 + A[i + 2, j] * w2 + A[i + 3, j] * w3
+    if store:
+        for t in range(ln):
+            j = base + np.uint64(t)
+            Y[k, j] = A[i, j] * w0 + A[i + 1, j] * w1 + A[i + 2, j] * w2 + A[i + 3, j] * w3
+    else:
+        for t in range(ln):
+            j = base + np.uint64(t)
+            Y[k, j] += A[i, j] * w0 + A[i + 1, j] * w1 + A[i + 2, j] * w2 + A[i + 3, j] * w3
 
 
 @njit(**_SER)
 def _dot8(A, i, Y, k, j0, ln, out, o):
     """``_dot4`` for eight rows (eight accumulators, one load of Y)."""
-    a0 = 0.0
-    a1 = 0.0
-    a2 = 0.0
-    a3 = 0.0
-    a4 = 0.0
-    a5 = 0.0
-    a6 = 0.0
-    a7 = 0.0
+    z = Y.dtype.type(0)
+    a0 = z
+    a1 = z
+    a2 = z
+    a3 = z
+    a4 = z
+    a5 = z
+    a6 = z
+    a7 = z
     base = np.uint64(j0)
     for t in range(ln):
         j = base + np.uint64(t)
@@ -253,7 +262,7 @@ def _dot8(A, i, Y, k, j0, ln, out, o):
 
 
 @njit(**_SER)
-def _axpy8(w, o, A, i, Y, k, j0, ln):
+def _axpy8(w, o, A, i, Y, k, j0, ln, store):
     """``_axpy4`` for eight rows."""
     base = np.uint64(j0)
     w0 = w[o]
@@ -264,17 +273,26 @@ def _axpy8(w, o, A, i, Y, k, j0, ln):
     w5 = w[o + 5]
     w6 = w[o + 6]
     w7 = w[o + 7]
-    for t in range(ln):
-        j = base + np.uint64(t)
-        Y[k, j] += ((A[i, j] * w0 + A[i + 1, j] * w1 + A[i + 2, j] * w2 + A[i + 3, j] * w3)
-                    + (A[i + 4, j] * w4 + A[i + 5, j] * w5 + A[i + 6, j] * w6
-                       + A[i + 7, j] * w7))
+    if store:
+        for t in range(ln):
+            j = base + np.uint64(t)
+            Y[k, j] = ((A[i, j] * w0 + A[i + 1, j] * w1 + A[i + 2, j] * w2 + A[i + 3, j] * w3)
+                       + (A[i + 4, j] * w4 + A[i + 5, j] * w5 + A[i + 6, j] * w6
+                          + A[i + 7, j] * w7))
+    else:
+        for t in range(ln):
+            j = base + np.uint64(t)
+            Y[k, j] += ((A[i, j] * w0 + A[i + 1, j] * w1 + A[i + 2, j] * w2 + A[i + 3, j] * w3)
+                        + (A[i + 4, j] * w4 + A[i + 5, j] * w5 + A[i + 6, j] * w6
+                           + A[i + 7, j] * w7))
 
 
 @njit(**_SER)
 def _dot_rows(A, i, nr, Y, k, j0, ln, out):
     """out[r] += sum_t A[i + r, j0+t] * Y[k, j0+t] for r < nr, rows in
-    register-blocked groups of 8, then 4, then one."""
+    register-blocked groups of 8, then 4, then one.  With A and Y float32
+    (the unbalanced pass's float32 lanes) products and the block's partial
+    sums are float32, added into ``out`` (float64)."""
     r = 0
     while r + 8 <= nr:
         _dot8(A, i + r, Y, k, j0, ln, out, r)
@@ -288,18 +306,36 @@ def _dot_rows(A, i, nr, Y, k, j0, ln, out):
 
 
 @njit(**_SER)
-def _axpy_rows(w, A, i, nr, Y, k, j0, ln):
-    """Y[k, j0+t] += sum_{r<nr} w[r] * A[i + r, j0+t], rows in groups of 8, 4, 1."""
+def _axpy_rows(w, A, i, nr, Y, k, j0, ln, first=False):
+    """Y[k, j0+t] += sum_{r<nr} w[r] * A[i + r, j0+t], rows in groups of 8, 4, 1;
+    with ``first`` the first group stores (Y's old values are ignored: no
+    zeroing pass before a chunk's first tile)."""
     r = 0
+    store = first
     while r + 8 <= nr:
-        _axpy8(w, r, A, i + r, Y, k, j0, ln)
+        _axpy8(w, r, A, i + r, Y, k, j0, ln, store)
+        store = False
         r += 8
     while r + 4 <= nr:
-        _axpy4(w, r, A, i + r, Y, k, j0, ln)
+        _axpy4(w, r, A, i + r, Y, k, j0, ln, store)
+        store = False
         r += 4
     while r < nr:
-        _axpy(w[r], A, i + r, Y, k, j0, ln)
+        if store:
+            _axpy1_store(w[r], A, i + r, Y, k, j0, ln)
+            store = False
+        else:
+            _axpy(w[r], A, i + r, Y, k, j0, ln)
         r += 1
+
+
+@njit(**_SER)
+def _axpy1_store(alpha, A, i, Y, k, j0, ln):
+    """Y[k, j0+t] = alpha * A[i, j0+t]"""
+    base = np.uint64(j0)
+    for t in range(ln):
+        j = base + np.uint64(t)
+        Y[k, j] = A[i, j] * alpha
 
 
 @njit(**_SER)

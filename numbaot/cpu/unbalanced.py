@@ -50,7 +50,7 @@ from .._config import (
     UOT_TILE_BYTES,
 )
 from ._math import fast_exp
-from .sinkhorn import log_col_lse, merge_chunks
+from .sinkhorn import _axpy_rows, _dot_rows, log_col_lse, merge_chunks
 
 _PAR = dict(JIT_OPTIONS, parallel=True)
 _SER = dict(JIT_OPTIONS)
@@ -100,195 +100,12 @@ def _pow(x, e):
     return x ** e
 
 
-# --------------------------------------------------------------------------
-# Row-segment helpers in the lanes of K's dtype: products and the partial
-# sums over one block of columns (dot) or over a group of rows (axpy) are
-# formed in the dtype of ``A`` and ``Y``'s lane copy (float32 for a float32 K:
-# 16 lanes per AVX-512 vector, no conversions); every partial is then added
-# into float64 (``out``: row sums, ``Q``: column accumulators).  For a float64
-# K these are exactly the operations of ``numbaot.cpu.sinkhorn._dot_rows`` /
-# ``_axpy_rows``.  Unsigned column index: see ``numbaot.cpu.sinkhorn``.
-# --------------------------------------------------------------------------
-@njit(**_SER)
-def _ldot1(A, i, Y, k, j0, ln, out, o, z):
-    a0 = z
-    base = np.uint64(j0)
-    for t in range(ln):
-        j = base + np.uint64(t)
-        a0 += A[i, j] * Y[k, j]
-    out[o] += a0
-
-
-@njit(**_SER)
-def _ldot4(A, i, Y, k, j0, ln, out, o, z):
-    a0 = z
-    a1 = z
-    a2 = z
-    a3 = z
-    base = np.uint64(j0)
-    for t in range(ln):
-        j = base + np.uint64(t)
-        y = Y[k, j]
-        a0 += A[i, j] * y
-        a1 += A[i + 1, j] * y
-        a2 += A[i + 2, j] * y
-        a3 += A[i + 3, j] * y
-    out[o] += a0
-    out[o + 1] += a1
-    out[o + 2] += a2
-    out[o + 3] += a3
-
-
-@njit(**_SER)
-def _ldot8(A, i, Y, k, j0, ln, out, o, z):
-    a0 = z
-    a1 = z
-    a2 = z
-    a3 = z
-    a4 = z
-    a5 = z
-    a6 = z
-    a7 = z
-    base = np.uint64(j0)
-    for t in range(ln):
-        j = base + np.uint64(t)
-        y = Y[k, j]
-        a0 += A[i, j] * y
-        a1 += A[i + 1, j] * y
-        a2 += A[i + 2, j] * y
-        a3 += A[i + 3, j] * y
-        a4 += A[i + 4, j] * y
-        a5 += A[i + 5, j] * y
-        a6 += A[i + 6, j] * y
-        a7 += A[i + 7, j] * y
-    out[o] += a0
-    out[o + 1] += a1
-    out[o + 2] += a2
-    out[o + 3] += a3
-    out[o + 4] += a4
-    out[o + 5] += a5
-    out[o + 6] += a6
-    out[o + 7] += a7
-
-
-@njit(**_SER)
-def _laxpy1(w, o, A, i, Y, k, j0, ln):
-    base = np.uint64(j0)
-    w0 = w[o]
-    for t in range(ln):
-        j = base + np.uint64(t)
-        Y[k, j] += A[i, j] * w0
-
-
-@njit(**_SER)
-def _laxpy4(w, o, A, i, Y, k, j0, ln):
-    base = np.uint64(j0)
-    w0 = w[o]
-    w1 = w[o + 1]
-    w2 = w[o + 2]
-    w3 = w[o + 3]
-    for t in range(ln):
-        j = base + np.uint64(t)
-        Y[k, j] += A[i, j] * w0 + A[i + 1, j] * w1 + A[i + 2, j] * w2 + A[i + 3, j] * w3
-
-
-@njit(**_SER)
-def _laxpy8(w, o, A, i, Y, k, j0, ln):
-    base = np.uint64(j0)
-    w0 = w[o]
-    w1 = w[o + 1]
-    w2 = w[o + 2]
-    w3 = w[o + 3]
-    w4 = w[o + 4]
-    w5 = w[o + 5]
-    w6 = w[o + 6]
-    w7 = w[o + 7]
-    for t in range(ln):
-        j = base + np.uint64(t)
-        Y[k, j] += ((A[i, j] * w0 + A[i + 1, j] * w1 + A[i + 2, j] * w2 + A[i + 3, j] * w3)
-                    + (A[i + 4, j] * w4 + A[i + 5, j] * w5 + A[i + 6, j] * w6
-                       + A[i + 7, j] * w7))
-
-
-@njit(**_SER)
-def _ldot_rows(A, i, nr, Y, k, j0, ln, out, z):
-    """out[r] += sum_t A[i + r, j0+t] * Y[k, j0+t] (r < nr), rows in groups of 8, 4, 1."""
-    r = 0
-    while r + 8 <= nr:
-        _ldot8(A, i + r, Y, k, j0, ln, out, r, z)
-        r += 8
-    while r + 4 <= nr:
-        _ldot4(A, i + r, Y, k, j0, ln, out, r, z)
-        r += 4
-    while r < nr:
-        _ldot1(A, i + r, Y, k, j0, ln, out, r, z)
-        r += 1
-
-
-@njit(**_SER)
-def _lset8(w, o, A, i, Y, k, j0, ln):
-    """``_laxpy8`` storing instead of adding (first tile of a chunk: no zeroing pass)."""
-    base = np.uint64(j0)
-    w0 = w[o]
-    w1 = w[o + 1]
-    w2 = w[o + 2]
-    w3 = w[o + 3]
-    w4 = w[o + 4]
-    w5 = w[o + 5]
-    w6 = w[o + 6]
-    w7 = w[o + 7]
-    for t in range(ln):
-        j = base + np.uint64(t)
-        Y[k, j] = ((A[i, j] * w0 + A[i + 1, j] * w1 + A[i + 2, j] * w2 + A[i + 3, j] * w3)
-                   + (A[i + 4, j] * w4 + A[i + 5, j] * w5 + A[i + 6, j] * w6
-                      + A[i + 7, j] * w7))
-
-
-@njit(**_SER)
-def _lset4(w, o, A, i, Y, k, j0, ln):
-    base = np.uint64(j0)
-    w0 = w[o]
-    w1 = w[o + 1]
-    w2 = w[o + 2]
-    w3 = w[o + 3]
-    for t in range(ln):
-        j = base + np.uint64(t)
-        Y[k, j] = A[i, j] * w0 + A[i + 1, j] * w1 + A[i + 2, j] * w2 + A[i + 3, j] * w3
-
-
-@njit(**_SER)
-def _lset1(w, o, A, i, Y, k, j0, ln):
-    base = np.uint64(j0)
-    w0 = w[o]
-    for t in range(ln):
-        j = base + np.uint64(t)
-        Y[k, j] = A[i, j] * w0
-
-
-@njit(**_SER)
-def _laxpy_rows(w, A, i, nr, Y, k, j0, ln, first):
-    """Y[k, j0+t] += sum_{r<nr} w[r] * A[i + r, j0+t], rows in groups of 8, 4, 1;
-    with ``first`` the first group stores (Y's old values are ignored)."""
-    r = 0
-    if first:
-        if nr >= 8:
-            _lset8(w, 0, A, i, Y, k, j0, ln)
-            r = 8
-        elif nr >= 4:
-            _lset4(w, 0, A, i, Y, k, j0, ln)
-            r = 4
-        else:
-            _lset1(w, 0, A, i, Y, k, j0, ln)
-            r = 1
-    while r + 8 <= nr:
-        _laxpy8(w, r, A, i + r, Y, k, j0, ln)
-        r += 8
-    while r + 4 <= nr:
-        _laxpy4(w, r, A, i + r, Y, k, j0, ln)
-        r += 4
-    while r < nr:
-        _laxpy1(w, r, A, i + r, Y, k, j0, ln)
-        r += 1
+# The row-segment helpers (``_dot_rows``, ``_axpy_rows``) are those of the
+# balanced pass (``numbaot.cpu.sinkhorn``): with a float32 K and the float32
+# lane copy of v, products and the partial sums over one block of columns
+# (dot) or over a group of rows (axpy) are float32 (16 lanes per AVX-512
+# vector, no conversions), then added into float64 (``out``: row sums, ``Q``:
+# column accumulators).
 
 
 @njit(**_SER)
@@ -331,7 +148,6 @@ def uot_fused_pass(Kmat, a, vl, fi1, n_chunks, chunk_rows, Q, u, check, part):
     n, m = Kmat.shape
     K = vl.shape[0]
     shared_a = a.shape[0] == 1
-    z = vl.dtype.type(0)
     R = _uot_tile_rows(m, Kmat.itemsize)
     cb = UOT_COL_BLOCK
     for ch in prange(n_chunks):
@@ -351,7 +167,7 @@ def uot_fused_pass(Kmat, a, vl, fi1, n_chunks, chunk_rows, Q, u, check, part):
             for k in range(K):
                 s[:] = 0.0
                 for j0 in range(0, m, cb):
-                    _ldot_rows(Kmat, t0, nr, vl, k, j0, min(m, j0 + cb) - j0, s, z)
+                    _dot_rows(Kmat, t0, nr, vl, k, j0, min(m, j0 + cb) - j0, s)
                 for r in range(nr):
                     aki = a[0, t0 + r] if shared_a else a[k, t0 + r]
                     x = _pow(aki / s[r], fi1)
@@ -367,7 +183,7 @@ def uot_fused_pass(Kmat, a, vl, fi1, n_chunks, chunk_rows, Q, u, check, part):
                         ok = False
                 for j0 in range(0, m, cb):
                     ln = min(m, j0 + cb) - j0
-                    _laxpy_rows(w, Kmat, t0, nr, Qc, k, j0, ln, t0 == i0)
+                    _axpy_rows(w, Kmat, t0, nr, Qc, k, j0, ln, t0 == i0)
         part[ch, 0] = du
         part[ch, 1] = mu
         part[ch, 2] = 1.0 if fin else 0.0
