@@ -204,6 +204,9 @@ def _setup(comm, a_local, b, M_local, **scalars):
 
 
 def _warm(comm, warmstart, shape):
+    """Validated (log u_local, log v) as (1, dim) float64 arrays, or None; given
+    on every rank or on none (checked)."""
+    _same_on_all_ranks(comm, warmstart_given=warmstart is not None)
     if warmstart is None:
         return None
     return _collective(comm, lambda: _checks.check_unbalanced_warmstart(warmstart, shape, 0))
@@ -482,7 +485,7 @@ def sinkhorn_unbalanced(a_local, b, M_local, reg, reg_m, method="sinkhorn", reg_
     reg, (reg_m1, reg_m2), reg_type, numItermax, stopThr = _collective(comm, scalars)
     M, a, b, dtype, _ = _setup(comm, a_local, b, M_local, reg=reg, reg_m=(reg_m1, reg_m2),
                                reg_type=reg_type, numItermax=numItermax, stopThr=stopThr,
-                               has_c=c is not None)
+                               c_given=c is not None, log=bool(log))
     n, m = M.shape
     C = None
     if c is not None:

@@ -193,6 +193,10 @@ def main(out_path):
     error_case("uot_bad_reg_m", lambda: D.sinkhorn_unbalanced(a[sl], b, M[sl], 0.1, -1.0))
     error_case("empirical_bad_dim", lambda: D.empirical_sinkhorn(
         np.zeros((3, 2 + (rank == 0))), np.zeros((4, 2)), 0.1))
+    warm = (np.zeros(sl.stop - sl.start), np.zeros(20)) if rank == 0 else None
+    error_case("warmstart_on_one_rank", lambda: D.sinkhorn(a[sl], b, M[sl], 0.1, warmstart=warm))
+    error_case("uot_log_differs", lambda: D.sinkhorn_unbalanced(a[sl], b, M[sl], 0.1, 1.0,
+                                                                log=rank == 0))
     a_zero = np.zeros(sl.stop - sl.start)
     error_case("zero_total_mass", lambda: D.sinkhorn(a_zero, b, M[sl], 0.1))
     # caller's arrays untouched

@@ -114,6 +114,8 @@ def test_point_clouds_match_single_process(run, case):
     ("uot_bad_reg_m", "ValueError", "reg_m values must be >= 0"),
     ("empirical_bad_dim", "ValueError", "must have the same dimension"),
     ("zero_total_mass", "ValueError", "positive total mass over all ranks"),
+    ("warmstart_on_one_rank", "ValueError", "warmstart_given must be the same on every rank"),
+    ("uot_log_differs", "ValueError", "log must be the same on every rank"),
 ])
 def test_bad_input_raises_on_every_rank(run, case, kind, text):
     n, res = run
