@@ -215,7 +215,7 @@ def _knopp(S, verbose, log, want_plan=True):
             lg["logv"] = _vec_out(np.log(v + 1e-300), P)
     if P.n_hists:
         loss = np.empty(K)
-        _k.uot_loss(Kmat, P.M, u, v, n_chunks, chunk_rows, loss)
+        _ks.scaled_loss(Kmat, P.M, u, v, n_chunks, chunk_rows, loss)
         res = np.asarray(loss, dtype=P.dtype)
     else:
         def stats(wp, plan, nc, cr, rows, Qc, cols, out):
@@ -241,6 +241,7 @@ def _knopp_cuda(S, verbose, log, want_plan=True):
     matrix stays on the device, vectors (O(dim)) are copied."""
     from numba import cuda
 
+    from .cuda import sinkhorn as cs
     from .cuda import unbalanced as cu
 
     P = S.P
@@ -271,7 +272,7 @@ def _knopp_cuda(S, verbose, log, want_plan=True):
             lg["logv"] = _dispatch.like_input(_dev(_vec_out(np.log(vh + 1e-300), P), dt), P.like)
     if P.n_hists:
         loss = cuda.device_array(K, dtype=dt)
-        cu.uot_loss(Kmat, P.M, st.u, st.v, loss)
+        cs.scaled_loss(Kmat, P.M, st.u, st.v, loss)
         res = _dispatch.like_input(loss, P.like)
     else:
         plan = cuda.device_array(P.shape if want_plan else (1, 1), dtype=dt)

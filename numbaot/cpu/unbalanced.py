@@ -61,7 +61,6 @@ __all__ = [
     "uot_col_update",
     "uot_steps",
     "uot_plan_stats",
-    "uot_loss",
     "uot_log_row_update",
     "uot_log_steps",
     "uot_log_plan_stats",
@@ -368,28 +367,6 @@ def uot_plan_stats(Kmat, M, u, v, C, ca, cb, use_mat, write_plan, plan,
     for ch in range(n_chunks):
         out[0] += part[ch, 0]
         out[1] += part[ch, 1]
-
-
-@njit(**_PAR)
-def uot_loss(Kmat, M, u, v, n_chunks, chunk_rows, out):
-    """out[k] = sum_ij M[i, j] u[k, i] K[i, j] v[k, j] for each problem k."""
-    n, m = Kmat.shape
-    K = v.shape[0]
-    part = np.zeros((n_chunks, K))
-    for ch in prange(n_chunks):
-        i0 = ch * chunk_rows
-        i1 = min(n, i0 + chunk_rows)
-        for i in range(i0, i1):
-            for k in range(K):
-                s = 0.0
-                for j in range(m):
-                    s += M[i, j] * Kmat[i, j] * v[k, j]
-                part[ch, k] += s * u[k, i]
-    for k in range(K):
-        acc = 0.0
-        for ch in range(n_chunks):
-            acc += part[ch, k]
-        out[k] = acc
 
 
 # --------------------------------------------------------------------------

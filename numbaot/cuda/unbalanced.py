@@ -207,33 +207,6 @@ def _build(dt):
                     parts[it, k, 3] = mv
                 cuda.syncthreads()
 
-    @kernel([f"void({A2}, {A2}, {A2}, {A2}, {A2})"], warp_shuffle=True, tag=tag)
-    def uot_loss_rows(Kmat, M, u, v, part):
-        """part[k, i] = u[k, i] sum_j M[i, j] K[i, j] v[k, j]; block per (i, k)."""
-        ss = cuda.shared.array(32, dtype=T)
-        i = cuda.blockIdx.x
-        tid = cuda.threadIdx.x
-        for k in range(cuda.blockIdx.y, v.shape[0], cuda.gridDim.y):
-            s = ZERO
-            for j in range(tid, Kmat.shape[1], cuda.blockDim.x):
-                s += M[i, j] * Kmat[i, j] * v[k, j]
-            s = block_sum(s, ss)
-            if tid == 0:
-                part[k, i] = s * u[k, i]
-
-    @kernel([f"void({A2}, {A1})"], warp_shuffle=True, tag=tag)
-    def uot_sum_rows(X, out):
-        """out[k] = sum_i X[k, i]; one block per k, fixed order."""
-        ss = cuda.shared.array(32, dtype=T)
-        tid = cuda.threadIdx.x
-        for k in range(cuda.blockIdx.x, X.shape[0], cuda.gridDim.x):
-            s = ZERO
-            for i in range(tid, X.shape[1], cuda.blockDim.x):
-                s += X[k, i]
-            s = block_sum(s, ss)
-            if tid == 0:
-                out[k] = s
-
     @kernel([f"void({A2}, {A2}, {A1}, {A1}, {A2}, {A1}, {A1}, int64, int64, {A2}, {A2})"],
             warp_shuffle=True, tag=tag)
     def uot_plan_rows(Kmat, M, u, v, C, ca, cb, use_mat, write_plan, plan, rowpart):
@@ -404,8 +377,7 @@ def _build(dt):
         uot_log_err_parts=uot_log_err_parts, uot_log_plan_rows=uot_log_plan_rows,
         uot_log_plan_col_partial=uot_log_plan_col_partial,
         uot_gibbs=uot_gibbs, uot_row_update=uot_row_update, uot_col_finish=uot_col_finish, uot_err_parts=uot_err_parts,
-        uot_fused_iterations=uot_fused_iterations, uot_loss_rows=uot_loss_rows,
-        uot_sum_rows=uot_sum_rows, uot_plan_rows=uot_plan_rows,
+        uot_fused_iterations=uot_fused_iterations, uot_plan_rows=uot_plan_rows,
         uot_plan_col_partial=uot_plan_col_partial,
     )
 
@@ -615,14 +587,6 @@ def uot_log_plan_stats(M0, M, c, fu, fv, C, ca, cb, use_mat, write_plan, plan):
     rp = rowpart.copy_to_host().astype(np.float64)
     cols = P.copy_to_host()[0].astype(np.float64).sum(axis=0)
     return rp[0], cols, np.array([rp[1].sum(), rp[2].sum()])
-
-
-def uot_loss(Kmat, M, u, v, out):
-    """out[k] = sum_ij M_ij u[k, i] K_ij v[k, j] (row partials, fixed-order sum)."""
-    dt = Kmat.dtype
-    part = cuda.device_array((v.shape[0], Kmat.shape[0]), dtype=dt)
-    _k("uot_loss_rows", dt)[(Kmat.shape[0], _gk(v.shape[0])), _tpb()](Kmat, M, u, v, part)
-    _k("uot_sum_rows", dt)[_gk(v.shape[0]), _tpb()](part, out)
 
 
 def uot_plan_stats(Kmat, M, u, v, C, ca, cb, use_mat, write_plan, plan):
