@@ -30,7 +30,6 @@ Run from the repository root::
 Exit status 0 on success, 1 if numbaot's plan is not finite or has no mass.
 """
 import argparse
-import importlib.util
 import os
 import sys
 import time
@@ -39,56 +38,10 @@ import warnings
 import numpy as np
 from scipy.spatial import cKDTree
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.cbook as cbook  # noqa: E402
-import matplotlib.image as mpimg  # noqa: E402
-import matplotlib.pyplot as plt  # noqa: E402
-
-try:
-    import numbaot  # noqa: E402
-except ImportError:  # source checkout without installation
-    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    import numbaot  # noqa: E402
-
-
-def default_target():
-    spec = importlib.util.find_spec("skimage")
-    if spec is not None and spec.submodule_search_locations:
-        for root in spec.submodule_search_locations:
-            path = os.path.join(root, "data", "coffee.png")
-            if os.path.isfile(path):
-                return path
-    print("note: scikit-image's coffee.png not found; using matplotlib's "
-          "Minduka_Present_Blue_Pack.png as target")
-    return cbook.get_sample_data("Minduka_Present_Blue_Pack.png", asfileobj=False)
-
-
-def load_rgb(path):
-    """Float64 RGB in [0, 1] and a mask of opaque pixels."""
-    img = np.asarray(mpimg.imread(path))
-    if np.issubdtype(img.dtype, np.integer):
-        img = img.astype(np.float64) / np.iinfo(img.dtype).max
-    else:
-        img = img.astype(np.float64)
-    if img.ndim == 2:
-        img = np.repeat(img[:, :, None], 3, axis=2)
-    if img.shape[2] == 4:
-        alpha = img[:, :, 3:4]
-        rgb = img[:, :, :3] * alpha + (1.0 - alpha)
-        mask = alpha[:, :, 0] > 0.5
-    else:
-        rgb = img[:, :, :3]
-        mask = np.ones(rgb.shape[:2], dtype=bool)
-    return np.clip(rgb, 0.0, 1.0), mask
-
-
-def sample_pixels(img, mask, n, rng):
-    pix = img[mask]
-    if n > len(pix):
-        raise SystemExit(f"{n} samples requested but the image has {len(pix)} usable pixels")
-    return pix[rng.choice(len(pix), size=n, replace=False)]
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+# the image loading of the balanced example (also puts a source checkout on sys.path)
+from color_transfer import (  # noqa: E402
+    default_source, default_target, load_rgb, numbaot, plt, sample_pixels)
 
 
 def main(argv=None):
@@ -108,7 +61,7 @@ def main(argv=None):
     p.add_argument("--no-pot", action="store_true")
     args = p.parse_args(argv)
 
-    src_path = args.source or cbook.get_sample_data("grace_hopper.jpg", asfileobj=False)
+    src_path = args.source or default_source()
     tgt_path = args.target or default_target()
     src, src_mask = load_rgb(src_path)
     tgt, tgt_mask = load_rgb(tgt_path)
