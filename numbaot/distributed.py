@@ -58,7 +58,7 @@ from .cpu import chunk_layout
 from .cpu import empirical as _ke
 from .cpu import sinkhorn as _k
 from .cpu import unbalanced as _ku
-from .empirical import _LAZY_METRICS, _points
+from .empirical import _LAZY_METRICS, _points, _row_marginal_l1
 from .unbalanced import _ENTROPY_WARNING, _fi, _kl
 
 __all__ = ["local_rows", "sinkhorn", "sinkhorn_unbalanced", "empirical_sinkhorn"]
@@ -687,10 +687,7 @@ def empirical_sinkhorn(X_s_local, X_t, reg, a_local=None, b=None, metric="sqeucl
         g = log_b - lse_g
         if (i_ot + 1) % 10 == 0:
             _ke.lazy_lse(Xs, Xt_t, g, cc, code, lse_f)
-            with np.errstate(invalid="ignore"):
-                m1 = np.exp(f + lse_f)
-            m1[np.isneginf(f)] = 0.0
-            err = _agree(comm, comm.allreduce(float(np.sum(np.abs(m1 - a)))))
+            err = _agree(comm, comm.allreduce(_row_marginal_l1(f, lse_f, a)))
             err = dtype.type(err)
             if log:
                 errs.append(err)

@@ -88,6 +88,15 @@ class LazyPlan:
         return out.astype(self._dtype, copy=False)
 
 
+def _row_marginal_l1(f, lse_f, a):
+    """sum_i |exp(f_i + lse_f_i) - a_i|: POT's lazy stopping error, the L1
+    violation of the row marginal (rows with f_i = -inf carry no mass)."""
+    with np.errstate(invalid="ignore"):
+        m1 = np.exp(f + lse_f)
+    m1[np.isneginf(f)] = 0.0
+    return float(np.sum(np.abs(m1 - a)))
+
+
 def _lazy(X_s, X_t, reg, a, b, metric, numIterMax, stopThr, batchSize, verbose, log, warn,
           warmstart):
     """POT's lazy loop, step for step; returns (f, g, log dict or None, state)."""
@@ -140,10 +149,7 @@ def _lazy(X_s, X_t, reg, a, b, metric, numIterMax, stopThr, batchSize, verbose, 
         eng.step()
         if (i_ot + 1) % 10 == 0:
             f_h, lse_f = eng.row_lse_for_error()
-            with np.errstate(invalid="ignore"):
-                m1 = np.exp(f_h + lse_f)
-            m1[np.isneginf(f_h)] = 0.0
-            err = dtype.type(np.sum(np.abs(m1 - a)))
+            err = dtype.type(_row_marginal_l1(f_h, lse_f, a))
             if log:
                 errs.append(err)
             if verbose and (i_ot + 1) % 100 == 0:
