@@ -130,6 +130,12 @@ IMPLICIT_UNROLL_SIZES = (4, 8, 12, 16)
 #: side (a compile-time constant; a multiple of 8, the float64 AVX-512 width).
 IMPLICIT_UNROLL_LANES = 64
 
+#: CPU implicit backward, generated kernels: the CG runs on blocks of this many
+#: lanes of a work item at a time, start to finish, so that the block's copy
+#: of R stays in L1 (8 float64 = one AVX-512 vector; passed to the kernels at
+#: run time: LLVM would unroll a constant trip count of 8 into scalar code).
+IMPLICIT_CG_BLOCK = 8
+
 #: CPU implicit backward, generated kernels: at most this many per-task
 #: workspaces (prange chunks, each running every IMPLICIT_CHUNKS-th work item),
 #: instead of one allocation per work item.  Results do not depend on it.

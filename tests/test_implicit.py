@@ -449,6 +449,43 @@ def test_bad_inputs():
     assert_raises_naming(ValueError, "R", bwd, None, G, "implicit")
 
 
+@pytest.mark.parametrize("method", ["implicit", "implicit_corrected"])
+@pytest.mark.parametrize("n, B", [(4, 1), (4, 70), (13, 130), (16, 64), (20, 33)])
+def test_bad_values_found_in_the_kernel_pass(rng, method, n, B):
+    # the implicit backward checks R and grad_R inside its read pass: every
+    # kind of bad entry, anywhere (first and last matrix, a partial last work
+    # item, generated and generic kernels), also where the other array is 0
+    R = sinkhorn_operator(rng.uniform(0, 2, size=(B, n, n)), 30)
+    G = rng.normal(size=R.shape)
+    bwd = sinkhorn_operator_backward
+    for b in {0, B - 1}:
+        for val, zero_other in [(np.nan, False), (np.inf, True), (-np.inf, False),
+                                (np.nan, True)]:
+            Rb, Gb = R.copy(), G.copy()
+            Rb[b, n - 1, 0] = val
+            if zero_other:
+                Gb[b, n - 1, 0] = 0.0
+            with pytest.raises(ValueError, match=r"R contains NaN or inf \(1 entries\)"):
+                bwd(Rb, Gb, method)
+            Rb, Gb = R.copy(), G.copy()
+            Gb[b, 0, n - 1] = val
+            if zero_other:
+                Rb[b, 0, n - 1] = 0.0
+            with pytest.raises(ValueError, match=r"grad_R contains NaN or inf \(1 entries\)"):
+                bwd(Rb, Gb, method)
+        Rb = R.copy()
+        Rb[b, 1, 1] = -1e-300
+        Rb[b, 0, 1] = -0.5
+        with pytest.raises(ValueError, match="R has 2 negative entries"):
+            bwd(Rb, G, method)
+    # finite inputs whose products overflow: a clear error, not NaN
+    Rb, Gb = R.copy(), G.copy()
+    Rb[B - 1] = 10.0
+    Gb[B - 1] = 1e308
+    with pytest.raises(ValueError, match="overflows float64"):
+        bwd(Rb, Gb, method)
+
+
 def test_exported():
     assert numbaot.sinkhorn_operator is sinkhorn_operator
     assert numbaot.sinkhorn_operator_backward is sinkhorn_operator_backward

@@ -317,6 +317,30 @@ def _dot(x, y, out):
             out[c] += x[k, c] * y[k, c]
 
 
+@njit(inline="always", **_SER)
+def _suspect_counts(Wrows, sr, sc):
+    """Validation fused into the backward's read pass: (number of non-finite
+    entries of the marginals s_r, s_c of G*R, number of negative entries of
+    R's lane copy).  A NaN or inf anywhere in R or G makes an entry of G*R,
+    hence one of its row and column sums, non-finite; a non-finite sum with
+    finite inputs means G*R overflows.  Only the caller's error path counts
+    the entries themselves.  Called again on the solution (u, v) (with no
+    rows of W) to catch an overflow inside the solve.  Wrows: (rows, lanes);
+    sr, sc: (n, lanes)."""
+    nf = 0
+    for k in range(sr.shape[0]):
+        for c in range(sr.shape[1]):
+            x = sr[k, c]
+            y = sc[k, c]
+            nf += not (x - x == 0.0)
+            nf += not (y - y == 0.0)
+    neg = 0
+    for r in range(Wrows.shape[0]):
+        for c in range(Wrows.shape[1]):
+            neg += Wrows[r, c] < 0.0
+    return nf, neg
+
+
 @njit(**_SER)
 def _apply_schur(W, rinv, cvec, p, q, out, tmp):
     """out = diag(cvec) p - W^T (rinv * (W p)), projected onto 1-perp
@@ -430,18 +454,23 @@ def _cg_lanes(W, rinv, cvec, rhs, x, res, p, Ap, q, max_iter, cg_tol,
 # onto 8 of the 64 sets and every access misses L1.  Rows (i N + j) hold
 # W_ij = R_ij; the lane state follows (``_zrows``).
 _UL = IMPLICIT_UNROLL_LANES
+_CG_ONE_SWEEP_MAX = 8
 _US = IMPLICIT_UNROLL_LANES + 8
 
 
 def _zrows(N):
     """Row offsets (in units of _US) in the work item's array for padded
     size N: W (N N rows, W_ij in row i N + j), then v (the CG iterate), res,
-    p, rinv, cvec, s_r, s_c, rhs/u (N rows each), then rs = ||res||^2, thr,
-    act (1.0 / 0.0), its (float), bn = ||rhs||."""
+    p, rinv, cvec, s_r, s_c, rhs/u, q = rinv * (W p), Ap (N rows each), then
+    rs = ||res||^2, thr, act (1.0 / 0.0), its (float), bn = ||rhs||, pap =
+    p^T A p, beta."""
     o = N * N
-    return dict(v=o, res=o + N, p=o + 2 * N, rinv=o + 3 * N, cvec=o + 4 * N, sr=o + 5 * N,
-                sc=o + 6 * N, u=o + 7 * N, rs=o + 8 * N, thr=o + 8 * N + 1, act=o + 8 * N + 2,
-                its=o + 8 * N + 3, bn=o + 8 * N + 4, rows=o + 8 * N + 5)
+    r = dict(v=o, res=o + N, p=o + 2 * N, rinv=o + 3 * N, cvec=o + 4 * N, sr=o + 5 * N,
+             sc=o + 6 * N, u=o + 7 * N, q=o + 8 * N, ap=o + 9 * N)
+    for k, name in enumerate(("rs", "thr", "act", "its", "bn", "pap", "m", "beta")):
+        r[name] = o + 10 * N + k
+    r["rows"] = o + 10 * N + 8
+    return r
 
 
 def _sum(terms):
@@ -454,14 +483,26 @@ def _sum(terms):
     return f"(({ch[0]} + {ch[1]}) + ({ch[2]} + {ch[3]}))"
 
 
-def _gen_cg_iter(N):
-    """Source of ``_cg_iter_N(Z, n, inv_n)``: one projected-CG iteration
-    (alpha = rs / p^T A p, x += alpha p, res -= alpha A p, beta = rs' / rs,
-    p = res + beta p) on every active lane; returns the number of lanes
-    still active.  A lane stops at p^T A p <= 0 (no update) or when
-    ||res|| <= thr; a stopped lane never changes again."""
+def _gen_cg(N):
+    """Source of ``_cg_N(Z, cb, ce, n, inv_n, max_iter)``: projected CG on
+    the lanes cb .. ce-1 of a work item until none is active or max_iter
+    iterations (alpha = rs / p^T A p, x += alpha p, res -= alpha A p, beta =
+    rs' / rs, p = res + beta p); the lanes' state (v, res, p, rs, thr, act,
+    its) is set up by the caller.  A lane stops at p^T A p <= 0 (no update)
+    or when ||res|| <= thr; a stopped lane never changes again.
+
+    ce - cb is 8 (one AVX-512 vector of float64 lanes) and a run-time value:
+    LLVM would fully unroll a constant trip count of 8 into scalar code.  The
+    lanes' W (N N rows of 64 bytes: 16 KiB at N = 16) then stays in L1 for the
+    whole CG.  N <= _CG_ONE_SWEEP_MAX: one loop per iteration, p, Ap and a
+    row of W in registers (W read once).  Larger N: that would need 3 N
+    vector registers (AVX-512 has 32) and spills, so the iteration is four
+    loops over the lanes, the values flowing through Z: q = rinv * (W p)
+    (p in registers), Ap = cvec * p - W^T q (q in registers) with the sums
+    for the projection and p^T A p, the updates of v and res with ||res||^2,
+    and the update of p.  Separate loops also keep LLVM from merging the two
+    reads of W_ij into one value held across the sweeps."""
     z = _zrows(N)
-    L = _UL
 
     def at(row, k=0):
         return f"Z[{(z[row] + k) * _US} + c]"
@@ -469,44 +510,90 @@ def _gen_cg_iter(N):
     def w(i, j):
         return f"Z[{(i * N + j) * _US} + c]"
 
-    ln = [f"def _cg_iter_{N}(Z, n, inv_n):",
+    ln = [f"def _cg_{N}(Z, nb, n, inv_n, max_iter):",
           "    n_act = 0",
-          f"    for c in range({L}):"]
+          "    for c in range(nb):",
+          f"        n_act += 1 if {at('act')} > 0.0 else 0",
+          "    it = 0",
+          "    while it < max_iter and n_act > 0:",
+          "        n_act = 0",
+          "        for c in range(nb):"]
     a = ln.append
-    for j in range(N):
-        a(f"        p{j} = {at('p', j)}")
-    # row by row: q_i = rinv_i (W p)_i, then Ap -= W[i, :] q_i with the
-    # same loaded W_ij (each entry of W loaded once per iteration)
-    for j in range(N):
-        a(f"        a{j} = {at('cvec', j)} * p{j}")
-    for i in range(N):
+    I3 = " " * 12
+    if N <= _CG_ONE_SWEEP_MAX:
         for j in range(N):
-            a(f"        w{j} = {w(i, j)}")
-        s = _sum([f"w{j} * p{j}" for j in range(N)])
-        a(f"        qi = {at('rinv', i)} * {s}")
+            a(f"{I3}p{j} = {at('p', j)}")
+        # row by row: q_i = rinv_i (W p)_i, then Ap -= W[i, :] q_i with the
+        # same loaded W_ij (each entry of W loaded once per iteration)
         for j in range(N):
-            a(f"        a{j} -= w{j} * qi")
-    a("        m = " + _sum([f"a{j}" for j in range(N)]) + " * inv_n")
+            a(f"{I3}a{j} = {at('cvec', j)} * p{j}")
+        for i in range(N):
+            for j in range(N):
+                a(f"{I3}w{j} = {w(i, j)}")
+            s = _sum([f"w{j} * p{j}" for j in range(N)])
+            a(f"{I3}qi = {at('rinv', i)} * {s}")
+            for j in range(N):
+                a(f"{I3}a{j} -= w{j} * qi")
+        a(f"{I3}m = " + _sum([f"a{j}" for j in range(N)]) + " * inv_n")
+        for j in range(N):
+            a(f"{I3}a{j} -= m if {j} < n else 0.0")
+        a(f"{I3}pap = " + _sum([f"p{j} * a{j}" for j in range(N)]))
+    else:
+        for j in range(N):
+            a(f"{I3}p{j} = {at('p', j)}")
+        for i in range(N):
+            a(f"{I3}{at('q', i)} = {at('rinv', i)} * " + _sum([f"{w(i, j)} * p{j}" for j in range(N)]))
+        a("        for c in range(nb):")
+        for i in range(N):
+            a(f"{I3}q{i} = {at('q', i)}")
+        a(f"{I3}sa = 0.0")
+        a(f"{I3}spa = 0.0")
+        a(f"{I3}sp = 0.0")
+        for j in range(N):
+            a(f"{I3}pj = {at('p', j)}")
+            a(f"{I3}aj = {at('cvec', j)} * pj - " + _sum([f"{w(i, j)} * q{i}" for i in range(N)]))
+            a(f"{I3}{at('ap', j)} = aj")
+            if j < N:
+                a(f"{I3}sa += aj if {j} < n else 0.0")
+            a(f"{I3}spa += pj * aj")
+            a(f"{I3}sp += pj if {j} < n else 0.0")
+        # p^T (Ap - m 1_n) with m = the mean of the first n entries of Ap
+        a(f"{I3}m = sa * inv_n")
+        a(f"{I3}{at('m')} = m")
+        a(f"{I3}{at('pap')} = spa - m * sp")
+        a("        for c in range(nb):")
+        a(f"{I3}m = {at('m')}")
+        a(f"{I3}pap = {at('pap')}")
+    a(f"{I3}rsc = {at('rs')}")
+    a(f"{I3}ok = ({at('act')} > 0.0) & (pap > 0.0)")
+    a(f"{I3}alpha = rsc / pap if ok else 0.0")
     for j in range(N):
-        a(f"        a{j} -= m if {j} < n else 0.0")
-    a("        pap = " + _sum([f"p{j} * a{j}" for j in range(N)]))
-    a(f"        rsc = {at('rs')}")
-    a(f"        ok = ({at('act')} > 0.0) & (pap > 0.0)")
-    a("        alpha = rsc / pap if ok else 0.0")
-    for j in range(N):
-        a(f"        {at('v', j)} += alpha * p{j}")
-        a(f"        r{j} = {at('res', j)} - alpha * a{j}")
-        a(f"        {at('res', j)} = r{j}")
-    a("        rr = " + _sum([f"r{j} * r{j}" for j in range(N)]))
-    a(f"        cont = ok & (not (math.sqrt(rr) <= {at('thr')}))")
-    a("        beta = rr / rsc")
-    for j in range(N):
-        a(f"        {at('p', j)} = r{j} + beta * p{j} if cont else p{j}")
-    a(f"        {at('rs')} = rr if ok else rsc")
-    a(f"        {at('its')} += 1.0 if ok else 0.0")
-    a(f"        {at('act')} = 1.0 if cont else 0.0")
-    a("        n_act += 1 if cont else 0")
-    a("    return n_act")
+        if N <= _CG_ONE_SWEEP_MAX:
+            a(f"{I3}{at('v', j)} += alpha * p{j}")
+            a(f"{I3}r{j} = {at('res', j)} - alpha * a{j}")
+        else:
+            a(f"{I3}{at('v', j)} += alpha * {at('p', j)}")
+            a(f"{I3}r{j} = {at('res', j)} - alpha * ({at('ap', j)} - (m if {j} < n else 0.0))")
+        a(f"{I3}{at('res', j)} = r{j}")
+    a(f"{I3}rr = " + _sum([f"r{j} * r{j}" for j in range(N)]))
+    a(f"{I3}cont = ok & (not (math.sqrt(rr) <= {at('thr')}))")
+    a(f"{I3}beta = rr / rsc")
+    if N <= _CG_ONE_SWEEP_MAX:
+        for j in range(N):
+            a(f"{I3}{at('p', j)} = r{j} + beta * p{j} if cont else p{j}")
+    else:
+        a(f"{I3}{at('beta')} = beta if cont else 0.0")
+    a(f"{I3}{at('rs')} = rr if ok else rsc")
+    a(f"{I3}{at('its')} += 1.0 if ok else 0.0")
+    a(f"{I3}{at('act')} = 1.0 if cont else 0.0")
+    a(f"{I3}n_act += 1 if cont else 0")
+    if N > _CG_ONE_SWEEP_MAX:
+        a("        for c in range(nb):")
+        a(f"{I3}if {at('act')} > 0.0:")
+        a(f"{I3}    beta = {at('beta')}")
+        for j in range(N):
+            a(f"{I3}    {at('p', j)} = {at('res', j)} + beta * {at('p', j)}")
+    a("        it += 1")
     return "\n".join(ln) + "\n"
 
 
@@ -557,8 +644,8 @@ def _compile_generated():
     hand-written kernels; the text is in ``_GENERATED_SOURCE``."""
     srcs = []
     for N in _UNROLL_SIZES:
-        srcs += [_gen_cg_iter(N), _gen_rhs(N), _gen_u(N)]
-    srcs += [_gen_switch("cg_iter", "Z, n, inv_n"), _gen_switch("rhs", "Z"),
+        srcs += [_gen_cg(N), _gen_rhs(N), _gen_u(N)]
+    srcs += [_gen_switch("cg", "Z, nb, n, inv_n, max_iter"), _gen_switch("rhs", "Z"),
              _gen_switch("u", "Z")]
     src = "\n\n".join(srcs)
     ns = {}
@@ -574,18 +661,18 @@ _GENERATED_SOURCE = _compile_generated()
 
 
 @njit(**_SER)
-def _backward_item_unrolled(R, G, corrected, max_iter, cg_tol, b0, nl, N, Z, t1, t2,
+def _backward_item_unrolled(R, G, corrected, max_iter, cg_tol, b0, nl, N, block, Z, t1, t2,
                             dX, iters, relres):
     """The implicit backward of matrices b0 .. b0 + nl - 1 on the _UL lanes of
     one work item (lanes nl .. _UL-1 repeat the last matrix; their results
     are dropped), with the generated kernels of the padded size N.
-    Z: ((N N + 8 N + 5) _US,) float64 workspace (``_zrows``) whose padding
+    Z: ((N N + 10 N + 8) _US,) float64 workspace (``_zrows``) whose padding
     (rows and columns n .. N-1 of W, rows n .. N-1 of rinv, cvec, s_r, s_c)
     is 0 on entry and stays 0; t1, t2: (n,) scratch."""
     L = _UL
     n = R.shape[1]
     o = N * N
-    Z2 = Z.reshape((o + 8 * N + 5, _US))
+    Z2 = Z.reshape((o + 10 * N + 8, _US))
     v = Z2[o:o + N]
     res = Z2[o + N:o + 2 * N]
     p = Z2[o + 2 * N:o + 3 * N]
@@ -594,11 +681,11 @@ def _backward_item_unrolled(R, G, corrected, max_iter, cg_tol, b0, nl, N, Z, t1,
     sr = Z2[o + 5 * N:o + 6 * N]
     sc = Z2[o + 6 * N:o + 7 * N]
     u = Z2[o + 7 * N:o + 8 * N]
-    rs = Z2[o + 8 * N]
-    thr = Z2[o + 8 * N + 1]
-    act = Z2[o + 8 * N + 2]
-    its = Z2[o + 8 * N + 3]
-    bn = Z2[o + 8 * N + 4]
+    rs = Z2[o + 10 * N]
+    thr = Z2[o + 10 * N + 1]
+    act = Z2[o + 10 * N + 2]
+    its = Z2[o + 10 * N + 3]
+    bn = Z2[o + 10 * N + 4]
     # one pass over R and G, matrix by matrix in memory order (the reads
     # stream): the lane copy W of R and the marginals of G*R (and of R)
     if corrected:
@@ -643,6 +730,7 @@ def _backward_item_unrolled(R, G, corrected, max_iter, cg_tol, b0, nl, N, Z, t1,
             for c in range(L):
                 rinv[i, c] = 1.0
                 cvec[i, c] = 1.0
+    nf, neg = _suspect_counts(Z2[:o], sr[:n], sc[:n])
     _rhs(N, Z)
     # projected CG from v0 = 0: res = p = rhs - mean(rhs)
     for c in range(L):
@@ -674,11 +762,10 @@ def _backward_item_unrolled(R, G, corrected, max_iter, cg_tol, b0, nl, N, Z, t1,
         act[c] = 1.0 if b > 0.0 else 0.0
         n_act += 1 if b > 0.0 else 0
     inv_n = 1.0 / n
-    it = 0
-    while it < max_iter and n_act > 0:
-        n_act = _cg_iter(N, Z, n, inv_n)
-        it += 1
+    for cb in range(0, L, block):
+        _cg(N, Z[cb:], block, n, inv_n, max_iter)
     _u(N, Z)
+    nf += _suspect_counts(Z2[:0], u[:n], v[:n])[0]
     for c in range(nl):
         iters[b0 + c] = np.int64(its[c])
         relres[b0 + c] = math.sqrt(rs[c]) / bn[c] if bn[c] > 0.0 else 0.0
@@ -691,10 +778,12 @@ def _backward_item_unrolled(R, G, corrected, max_iter, cg_tol, b0, nl, N, Z, t1,
             ui = u[i, c]
             for j in range(n):
                 dX[b, i, j] = (np.float64(G[b, i, j]) - ui - t1[j]) * np.float64(R[b, i, j])
+    return nf, neg
 
 
 @njit(**_PAR)
-def implicit_backward(R, G, corrected, max_iter, cg_tol, lanes, dX, iters, relres):
+def implicit_backward(R, G, corrected, max_iter, cg_tol, lanes, block, dX, iters, relres,
+                      suspect):
     """dX[b] = (G - u 1^T - 1 v^T) * R for every matrix of the batch, where
     (u, v) solves [[diag(r), R], [R^T, diag(c)]] [u; v] = [s_r; s_c] with
     s_r = (G*R) 1, s_c = (G*R)^T 1; r = c = 1 (``corrected`` False, the
@@ -730,9 +819,11 @@ def implicit_backward(R, G, corrected, max_iter, cg_tol, lanes, dX, iters, relre
         n_items = (B + _UL - 1) // _UL
         n_chunks = min(IMPLICIT_CHUNKS, n_items)
         o = N * N
+        n_nf = 0
+        n_neg = 0
         for th in prange(n_chunks):
-            Z = np.empty((o + 8 * N + 5) * _US)
-            Z2 = Z.reshape((o + 8 * N + 5, _US))
+            Z = np.zeros((o + 10 * N + 8) * _US)   # spare slots c >= _UL stay 0
+            Z2 = Z.reshape((o + 10 * N + 8, _US))
             for i in range(N):
                 for j in range(N):
                     if i >= n or j >= n:
@@ -746,9 +837,16 @@ def implicit_backward(R, G, corrected, max_iter, cg_tol, lanes, dX, iters, relre
             t2 = np.empty(n)
             for t in range(th, n_items, n_chunks):
                 b0 = t * _UL
-                _backward_item_unrolled(R, G, corrected, max_iter, cg_tol, b0, min(_UL, B - b0),
-                                        N, Z, t1, t2, dX, iters, relres)
+                nf, ng = _backward_item_unrolled(R, G, corrected, max_iter, cg_tol, b0,
+                                                 min(_UL, B - b0), N, block, Z, t1, t2, dX,
+                                                 iters, relres)
+                n_nf += nf
+                n_neg += ng
+        suspect[0] = n_nf
+        suspect[1] = n_neg
         return
+    n_nf = 0
+    n_neg = 0
     for t in prange(n_items):
         W = np.empty((n, n, L))
         t1 = np.empty(n)
@@ -814,6 +912,7 @@ def implicit_backward(R, G, corrected, max_iter, cg_tol, lanes, dX, iters, relre
                 else:
                     rinv[i, c] = 1.0
                     cvec[i, c] = 1.0
+        nf, ng = _suspect_counts(W.reshape((n * n, L)), sr, sc)
         # rhs = s_c - R^T diag(rinv) s_r
         for j in range(n):
             for c in range(L):
@@ -833,6 +932,9 @@ def implicit_backward(R, G, corrected, max_iter, cg_tol, lanes, dX, iters, relre
                     tmp[c] += W[i, j, c] * v[j, c]
             for c in range(L):
                 q[i, c] = rinv[i, c] * (sr[i, c] - tmp[c])
+        nf += _suspect_counts(W[:0].reshape((0, L)), q, v)[0]
+        n_nf += nf
+        n_neg += ng
         for c in range(nl):
             iters[b0 + c] = its[c]
             relres[b0 + c] = rr[c]
@@ -844,6 +946,8 @@ def implicit_backward(R, G, corrected, max_iter, cg_tol, lanes, dX, iters, relre
                 ui = q[i, c]
                 for j in range(n):
                     dX[b, i, j] = (np.float64(G[b, i, j]) - ui - t1[j]) * np.float64(R[b, i, j])
+    suspect[0] = n_nf
+    suspect[1] = n_neg
 
 
 # --------------------------------------------------------------------------
