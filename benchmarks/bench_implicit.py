@@ -27,6 +27,7 @@ Usage::
 
     python benchmarks/bench_implicit.py            # both shapes, both dtypes
     python benchmarks/bench_implicit.py --quick
+    python benchmarks/bench_implicit.py --backward-only --no-dense
 """
 from __future__ import annotations
 
@@ -114,9 +115,13 @@ def main(argv=None):
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--no-dense", action="store_true", help="skip the dense solve")
     p.add_argument("--threads", type=int, default=None)
+    p.add_argument("--backward-only", action="store_true",
+                   help="skip the other modes and the forward (the NumPy/SciPy forward "
+                        "takes minutes at 65536 x 16)")
     args = p.parse_args(argv)
     numbaot = C.import_numbaot("implicit")
     import numba
+    from numbaot._config import IMPLICIT_CHUNKS, IMPLICIT_UNROLL_LANES
 
     if args.threads:
         numba.set_num_threads(args.threads)
@@ -160,15 +165,19 @@ def main(argv=None):
             m_np = peak_mem(lambda: numpy_cg_backward(R, G))
             m_de = None if args.no_dense else peak_mem(lambda: dense_backward(R, G))
             m_nb = peak_mem(lambda: numbaot.sinkhorn_operator_backward(R, G))
-            if n <= 16:   # generated kernels: n padded to N, one workspace per task
-                N = min(sz for sz in (4, 8, 12, 16) if sz >= n)
-                ws = numba.get_num_threads() * 64 * (N * N + 8 * N + 5) * 8
+            if n <= 16:   # generated kernels: n padded to N, IMPLICIT_CHUNKS workspaces
+                N = min(sz for sz in (4, 8, 12, 16) if sz >= n)   # per thread
+                ws = (IMPLICIT_CHUNKS * numba.get_num_threads()
+                      * (N * N + 10 * N + 8) * (IMPLICIT_UNROLL_LANES + 8) * 8)
             else:
                 ws = numba.get_num_threads() * 32 * (n * n + 12 * n + 8) * 8
             mem_rows.append([f"{B} x {n}", np.dtype(dt).name, R.nbytes / 2**20,
                              m_np / 2**20, (m_de / 2**20 if m_de else None), m_nb / 2**20,
                              ws / 2**20])
             # other methods and the forward
+            if args.backward_only:
+                print(f"done {B} x {n} {np.dtype(dt).name}", flush=True)
+                continue
             t_c = C.time_call(lambda: numbaot.sinkhorn_operator_backward(
                 R, G, "implicit_corrected"), reps, 1)
             t_u = C.time_call(lambda: numbaot.sinkhorn_operator_backward(
@@ -189,6 +198,8 @@ def main(argv=None):
           "numbaot per-thread workspace (analytic)\n")
     C.print_table(["batch x n", "dtype", "R", "numpy CG peak", "dense peak", "numbaot peak",
                    "numbaot workspaces"], mem_rows)
+    if args.backward_only:
+        return
     print("\n## other modes and the forward (ms; 48 iterations)\n")
     C.print_table(["batch x n", "dtype", "implicit_corrected", "unrolled (incl. forward)",
                    "forward", "numpy/scipy forward", "forward ratio", "G exp-entries/s"],

@@ -136,10 +136,17 @@ IMPLICIT_UNROLL_LANES = 64
 #: run time: LLVM would unroll a constant trip count of 8 into scalar code).
 IMPLICIT_CG_BLOCK = 8
 
-#: CPU implicit backward, generated kernels: at most this many per-task
-#: workspaces (prange chunks, each running every IMPLICIT_CHUNKS-th work item),
-#: instead of one allocation per work item.  Results do not depend on it.
-IMPLICIT_CHUNKS = 64
+#: CPU implicit backward, generated kernels: the CG block grows (8, 16, 32, 64
+#: lanes) while its lanes' copy of R, 8 N^2 bytes per lane, stays within this
+#: many bytes (half of a 32 KiB L1 data cache): N = 4 runs all 64 lanes at
+#: once, N = 8 32, N >= 12 8.
+IMPLICIT_CG_BLOCK_BYTES = 16384
+
+#: CPU implicit backward, generated kernels: workspaces per thread (prange
+#: chunks, each running every n_chunks-th work item and zeroing its workspace
+#: once, instead of one allocation per work item).  Results do not depend on
+#: it.
+IMPLICIT_CHUNKS = 2
 
 #: CUDA: matrices with n >= this (and n <= 64) run one warp per matrix (lane i
 #: holds row/column i, and i + 32, in registers; mat-vecs broadcast the vector

@@ -27,10 +27,11 @@ NumPy inputs run on parallel CPU kernels (``numbaot.cpu.implicit``); CUDA
 device arrays (numba, CuPy) run on the mirror kernels in
 ``numbaot.cuda.implicit`` and results come back as device arrays.
 """
+import numba
 import numpy as np
 
 from . import _checks
-from ._config import IMPLICIT_CG_BLOCK
+from ._config import IMPLICIT_CG_BLOCK, IMPLICIT_CHUNKS
 from ._dispatch import as_device_array, device_of, like_input, require_cuda
 
 __all__ = ["sinkhorn_operator", "sinkhorn_operator_backward"]
@@ -379,7 +380,8 @@ def sinkhorn_operator_backward(R, grad_R, method="implicit", *, X=None, n_iter=2
             # _suspect_counts); only a suspect result pays the exact counts
             suspect = np.zeros(2, dtype=np.int64)
             k.implicit_backward(R3, G3, corrected, max_cg_iter, cg_tol, k.lanes_for(n),
-                                IMPLICIT_CG_BLOCK, dX3, iters, relres, suspect)
+                                IMPLICIT_CG_BLOCK, IMPLICIT_CHUNKS * numba.get_num_threads(),
+                                dX3, iters, relres, suspect)
             if suspect.any():
                 _check_values(k, R3, "R", True, False)
                 _check_values(k, G3, "grad_R", False, False)

@@ -175,14 +175,17 @@ def test_backward_thread_count_independent(rng):
 # ---------------------------------------------------------------------------
 # implicit backward
 # ---------------------------------------------------------------------------
-@pytest.mark.parametrize("n", [2, 4, 9, 16, 40])
-def test_implicit_matches_lstsq(rng, n):
-    X = rng.uniform(0, 4, size=(6, n, n))
+@pytest.mark.parametrize("n, B", [(2, 6), (4, 6), (4, 130), (8, 70), (9, 6), (12, 65),
+                                  (13, 6), (16, 6), (16, 129), (40, 6)])
+def test_implicit_matches_lstsq(rng, n, B):
+    # B > 64: several work items, the last one partial; n in (4, 8, 12, 16):
+    # the kernels written out for the size, other n: padded
+    X = rng.uniform(0, 4, size=(B, n, n))
     R = ref_forward(X, 2000)                 # converged to rounding
     G = rng.normal(size=X.shape)
     for method in ("implicit", "implicit_corrected"):
         dX, info = sinkhorn_operator_backward(R, G, method, return_info=True)
-        ref = np.array([lstsq_grad(R[b], G[b]) for b in range(6)])
+        ref = np.array([lstsq_grad(R[b], G[b]) for b in range(B)])
         np.testing.assert_allclose(dX, ref, rtol=1e-8, atol=1e-10 * np.abs(ref).max())
         assert np.all(info["cg_iters"] <= n) and np.all(info["residual"] <= 1e-12)
 
@@ -206,11 +209,11 @@ def test_implicit_sums_to_zero(rng):
     np.testing.assert_allclose(dX.sum(-2), 0, atol=1e-12)
 
 
-def test_corrected_matches_fd_of_exact_projection(rng):
+@pytest.mark.parametrize("n", [4, 5, 12])   # 4, 12: kernels written out for the size
+def test_corrected_matches_fd_of_exact_projection(rng, n):
     """For an unconverged R (3 iterations) the corrected gradient is the
     gradient of X -> the exact Sinkhorn projection of exp(X) onto R's own
     marginals (r, c), checked by finite differences of that projection."""
-    n = 5
     X = rng.uniform(0, 4, size=(n, n))
     G = rng.normal(size=(n, n))
     R = sinkhorn_operator(X, n_iter=3)

@@ -29,7 +29,7 @@ import math
 import numpy as np
 from numba import njit, prange
 
-from .._config import (IMPLICIT_CHUNKS, IMPLICIT_UNROLL_LANES, IMPLICIT_UNROLL_SIZES,
+from .._config import (IMPLICIT_CG_BLOCK_BYTES, IMPLICIT_UNROLL_LANES, IMPLICIT_UNROLL_SIZES,
                        JIT_OPTIONS)
 from ._math import fast_exp, fast_log
 
@@ -318,27 +318,35 @@ def _dot(x, y, out):
 
 
 @njit(inline="always", **_SER)
-def _suspect_counts(Wrows, sr, sc):
-    """Validation fused into the backward's read pass: (number of non-finite
-    entries of the marginals s_r, s_c of G*R, number of negative entries of
-    R's lane copy).  A NaN or inf anywhere in R or G makes an entry of G*R,
-    hence one of its row and column sums, non-finite; a non-finite sum with
-    finite inputs means G*R overflows.  Only the caller's error path counts
-    the entries themselves.  Called again on the solution (u, v) (with no
-    rows of W) to catch an overflow inside the solve.  Wrows: (rows, lanes);
-    sr, sc: (n, lanes)."""
+def _count_nonfinite(Zf, stride, L, r0, nrows):
+    """Number of NaN/inf entries in rows r0 .. r0 + nrows - 1 (lanes 0 ..
+    L-1) of the flat lane array Zf (row r at Zf[r stride:]).
+
+    The backward's value checks are fused into its read pass: a NaN or inf
+    anywhere in R or G makes an entry of G*R, hence one of its row sums s_r
+    and column sums s_c, non-finite (a non-finite sum with finite inputs
+    means G*R overflows), and a non-finite solution (u, v) means an overflow
+    inside the solve.  Only the caller's error path counts the entries of R
+    and G themselves.  Flat indexing with the lanes innermost: vectorises."""
     nf = 0
-    for k in range(sr.shape[0]):
-        for c in range(sr.shape[1]):
-            x = sr[k, c]
-            y = sc[k, c]
+    for r in range(r0, r0 + nrows):
+        base = r * stride
+        for c in range(L):
+            x = Zf[base + c]
             nf += not (x - x == 0.0)
-            nf += not (y - y == 0.0)
+    return nf
+
+
+@njit(inline="always", **_SER)
+def _count_negative(Zf, stride, L, r0, nrows):
+    """Number of negative entries in rows r0 .. r0 + nrows - 1 (lanes 0 ..
+    L-1) of the flat lane array Zf (R's lane copy: negative R is an error)."""
     neg = 0
-    for r in range(Wrows.shape[0]):
-        for c in range(Wrows.shape[1]):
-            neg += Wrows[r, c] < 0.0
-    return nf, neg
+    for r in range(r0, r0 + nrows):
+        base = r * stride
+        for c in range(L):
+            neg += Zf[base + c] < 0.0
+    return neg
 
 
 @njit(**_SER)
@@ -454,6 +462,7 @@ def _cg_lanes(W, rinv, cvec, rhs, x, res, p, Ap, q, max_iter, cg_tol,
 # onto 8 of the 64 sets and every access misses L1.  Rows (i N + j) hold
 # W_ij = R_ij; the lane state follows (``_zrows``).
 _UL = IMPLICIT_UNROLL_LANES
+_CG_BLOCK_BYTES = IMPLICIT_CG_BLOCK_BYTES
 _CG_ONE_SWEEP_MAX = 8
 _US = IMPLICIT_UNROLL_LANES + 8
 
@@ -553,11 +562,12 @@ def _gen_cg(N):
             a(f"{I3}pj = {at('p', j)}")
             a(f"{I3}aj = {at('cvec', j)} * pj - " + _sum([f"{w(i, j)} * q{i}" for i in range(N)]))
             a(f"{I3}{at('ap', j)} = aj")
-            if j < N:
-                a(f"{I3}sa += aj if {j} < n else 0.0")
+            a(f"{I3}sa += aj")
             a(f"{I3}spa += pj * aj")
-            a(f"{I3}sp += pj if {j} < n else 0.0")
+            a(f"{I3}sp += pj")
         # p^T (Ap - m 1_n) with m = the mean of the first n entries of Ap
+        # (the padding entries j >= n of p and Ap are exact zeros, so the sums
+        # run over all N: conditional sums would keep LLVM from vectorising)
         a(f"{I3}m = sa * inv_n")
         a(f"{I3}{at('m')} = m")
         a(f"{I3}{at('pap')} = spa - m * sp")
@@ -626,6 +636,57 @@ def _gen_u(N):
     return "\n".join(ln) + "\n"
 
 
+def _gen_setup(N):
+    """Source of ``_setup_N(R, G, b0, nl, corrected, Z)`` for n == N: the
+    lane copy W of R and the marginals s_r, s_c of G*R (and, ``corrected``,
+    1 / (R 1) and R^T 1) of matrices b0 .. b0 + nl - 1 in lanes 0 .. nl-1
+    and again of the last one in lanes nl .. _UL-1; one matrix at a time in
+    memory order (the reads stream), written out for the size: no loop
+    overhead per row, sums in registers."""
+    z = _zrows(N)
+    S = _US
+    ln = [f"def _setup_{N}(R, G, b0, nl, corrected, Z):", f"    for c in range({_UL}):",
+          "        b = b0 + min(c, nl - 1)", "        Rb = R[b]", "        Gb = G[b]"]
+    a = ln.append
+    for i in range(N):
+        for j in range(N):
+            a(f"        w{j} = np.float64(Rb[{i}, {j}])")
+            a(f"        Z[{(i * N + j) * S} + c] = w{j}")
+            a(f"        h{j} = np.float64(Gb[{i}, {j}]) * w{j}")
+        a(f"        Z[{(z['sr'] + i) * S} + c] = " + _sum([f"h{j}" for j in range(N)]))
+        for j in range(N):
+            a(f"        t{j} = h{j}" if i == 0 else f"        t{j} += h{j}")
+        a("        if corrected:")
+        a("            r = " + _sum([f"w{j}" for j in range(N)]))
+        a(f"            Z[{(z['rinv'] + i) * S} + c] = 1.0 / r if r > 0.0 else 0.0")
+        for j in range(N):
+            a(f"            k{j} = w{j}" if i == 0 else f"            k{j} += w{j}")
+    for j in range(N):
+        a(f"        Z[{(z['sc'] + j) * S} + c] = t{j}")
+    a("        if corrected:")
+    for j in range(N):
+        a(f"            Z[{(z['cvec'] + j) * S} + c] = k{j}")
+    return "\n".join(ln) + "\n"
+
+
+def _gen_dx(N):
+    """Source of ``_dx_N(R, G, dX, b0, nl, Z)`` for n == N: dX[b] = (G - u 1^T
+    - 1 v^T) * R for the matrices b = b0 + c of lanes c < nl, written out for
+    the size."""
+    z = _zrows(N)
+    S = _US
+    ln = [f"def _dx_{N}(R, G, dX, b0, nl, Z):", "    for c in range(nl):",
+          "        Rb = R[b0 + c]", "        Gb = G[b0 + c]", "        Db = dX[b0 + c]"]
+    for j in range(N):
+        ln.append(f"        v{j} = Z[{(z['v'] + j) * S} + c]")
+    for i in range(N):
+        ln.append(f"        ui = Z[{(z['u'] + i) * S} + c]")
+        for j in range(N):
+            ln.append(f"        Db[{i}, {j}] = (np.float64(Gb[{i}, {j}]) - ui - v{j}) * "
+                      f"np.float64(Rb[{i}, {j}])")
+    return "\n".join(ln) + "\n"
+
+
 def _gen_switch(name, args):
     """Source of ``_name(N, args)``: calls ``_name_N(args)`` for the N of
     IMPLICIT_UNROLL_SIZES (a chain of constant comparisons)."""
@@ -644,9 +705,10 @@ def _compile_generated():
     hand-written kernels; the text is in ``_GENERATED_SOURCE``."""
     srcs = []
     for N in _UNROLL_SIZES:
-        srcs += [_gen_cg(N), _gen_rhs(N), _gen_u(N)]
+        srcs += [_gen_cg(N), _gen_rhs(N), _gen_u(N), _gen_setup(N), _gen_dx(N)]
     srcs += [_gen_switch("cg", "Z, nb, n, inv_n, max_iter"), _gen_switch("rhs", "Z"),
-             _gen_switch("u", "Z")]
+             _gen_switch("u", "Z"), _gen_switch("setup", "R, G, b0, nl, corrected, Z"),
+             _gen_switch("dx", "R, G, dX, b0, nl, Z")]
     src = "\n\n".join(srcs)
     ns = {}
     exec(compile(src, __file__, "exec"), globals(), ns)
@@ -688,7 +750,9 @@ def _backward_item_unrolled(R, G, corrected, max_iter, cg_tol, b0, nl, N, block,
     bn = Z2[o + 10 * N + 4]
     # one pass over R and G, matrix by matrix in memory order (the reads
     # stream): the lane copy W of R and the marginals of G*R (and of R)
-    if corrected:
+    if n == N:
+        _setup(N, R, G, b0, nl, corrected, Z)
+    elif corrected:
         for c in range(L):
             b = b0 + min(c, nl - 1)
             for j in range(n):
@@ -726,11 +790,14 @@ def _backward_item_unrolled(R, G, corrected, max_iter, cg_tol, b0, nl, N, block,
                 sr[i, c] = s
             for j in range(n):
                 sc[j, c] = t1[j]
+    if not corrected:
         for i in range(n):
             for c in range(L):
                 rinv[i, c] = 1.0
                 cvec[i, c] = 1.0
-    nf, neg = _suspect_counts(Z2[:o], sr[:n], sc[:n])
+    neg = _count_negative(Z, _US, L, 0, o)
+    nf = (_count_nonfinite(Z, _US, L, o + 5 * N, n)
+          + _count_nonfinite(Z, _US, L, o + 6 * N, n))
     _rhs(N, Z)
     # projected CG from v0 = 0: res = p = rhs - mean(rhs)
     for c in range(L):
@@ -762,14 +829,22 @@ def _backward_item_unrolled(R, G, corrected, max_iter, cg_tol, b0, nl, N, block,
         act[c] = 1.0 if b > 0.0 else 0.0
         n_act += 1 if b > 0.0 else 0
     inv_n = 1.0 / n
-    for cb in range(0, L, block):
-        _cg(N, Z[cb:], block, n, inv_n, max_iter)
+    # lanes per CG block: ``block``, doubled while the block's W stays
+    # within _CG_BLOCK_BYTES (N = 4: all 64 lanes at once)
+    blk = block
+    while 2 * blk <= L and L % (2 * blk) == 0 and 2 * blk * N * N * 8 <= _CG_BLOCK_BYTES:
+        blk *= 2
+    for cb in range(0, L, blk):
+        _cg(N, Z[cb:], blk, n, inv_n, max_iter)
     _u(N, Z)
-    nf += _suspect_counts(Z2[:0], u[:n], v[:n])[0]
+    nf += _count_nonfinite(Z, _US, L, o + 7 * N, n) + _count_nonfinite(Z, _US, L, o, n)
     for c in range(nl):
         iters[b0 + c] = np.int64(its[c])
         relres[b0 + c] = math.sqrt(rs[c]) / bn[c] if bn[c] > 0.0 else 0.0
     # dX = (G - u 1^T - 1 v^T) * R, matrix by matrix in memory order
+    if n == N:
+        _dx(N, R, G, dX, b0, nl, Z)
+        return nf, neg
     for c in range(nl):
         b = b0 + c
         for j in range(n):
@@ -782,8 +857,8 @@ def _backward_item_unrolled(R, G, corrected, max_iter, cg_tol, b0, nl, N, block,
 
 
 @njit(**_PAR)
-def implicit_backward(R, G, corrected, max_iter, cg_tol, lanes, block, dX, iters, relres,
-                      suspect):
+def implicit_backward(R, G, corrected, max_iter, cg_tol, lanes, block, chunks, dX, iters,
+                      relres, suspect):
     """dX[b] = (G - u 1^T - 1 v^T) * R for every matrix of the batch, where
     (u, v) solves [[diag(r), R], [R^T, diag(c)]] [u; v] = [s_r; s_c] with
     s_r = (G*R) 1, s_c = (G*R)^T 1; r = c = 1 (``corrected`` False, the
@@ -813,16 +888,20 @@ def implicit_backward(R, G, corrected, max_iter, cg_tol, lanes, block, dX, iters
         for sz in _UNROLL_SIZES:
             if sz >= n:
                 N = min(N, sz)
-        # IMPLICIT_CHUNKS workspaces, each serving every n_chunks-th work
-        # item (items are independent: which chunk or thread runs an item
-        # changes no result)
+        # ``chunks`` workspaces, each serving every n_chunks-th work item (items are independent: which chunk or thread
+        # runs an item changes no result)
         n_items = (B + _UL - 1) // _UL
-        n_chunks = min(IMPLICIT_CHUNKS, n_items)
+        n_chunks = max(1, min(chunks, n_items))
         o = N * N
         n_nf = 0
         n_neg = 0
         for th in prange(n_chunks):
-            Z = np.zeros((o + 10 * N + 8) * _US)   # spare slots c >= _UL stay 0
+            # spare slots c >= _UL stay 0; rows start on a cache line (_US
+            # is a multiple of 8), so a CG block's 8 lanes of a row are one
+            # line: 16 KiB of W in L1 at N = 16, not 32
+            Zraw = np.zeros((o + 10 * N + 8) * _US + 8)
+            a0 = (-(Zraw.ctypes.data % 64) % 64) // 8
+            Z = Zraw[a0:a0 + (o + 10 * N + 8) * _US]
             Z2 = Z.reshape((o + 10 * N + 8, _US))
             for i in range(N):
                 for j in range(N):
@@ -912,7 +991,9 @@ def implicit_backward(R, G, corrected, max_iter, cg_tol, lanes, block, dX, iters
                 else:
                     rinv[i, c] = 1.0
                     cvec[i, c] = 1.0
-        nf, ng = _suspect_counts(W.reshape((n * n, L)), sr, sc)
+        ng = _count_negative(W.reshape(-1), L, L, 0, n * n)
+        nf = (_count_nonfinite(sr.reshape(-1), L, L, 0, n)
+              + _count_nonfinite(sc.reshape(-1), L, L, 0, n))
         # rhs = s_c - R^T diag(rinv) s_r
         for j in range(n):
             for c in range(L):
@@ -932,7 +1013,8 @@ def implicit_backward(R, G, corrected, max_iter, cg_tol, lanes, block, dX, iters
                     tmp[c] += W[i, j, c] * v[j, c]
             for c in range(L):
                 q[i, c] = rinv[i, c] * (sr[i, c] - tmp[c])
-        nf += _suspect_counts(W[:0].reshape((0, L)), q, v)[0]
+        nf += (_count_nonfinite(q.reshape(-1), L, L, 0, n)
+               + _count_nonfinite(v.reshape(-1), L, L, 0, n))
         n_nf += nf
         n_neg += ng
         for c in range(nl):
