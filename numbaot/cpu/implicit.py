@@ -520,6 +520,7 @@ def _gen_cg(N):
         return f"Z[{(i * N + j) * _US} + c]"
 
     ln = [f"def _cg_{N}(Z, nb, n, inv_n, max_iter):",
+          "    nb &= -8   # a multiple of 8 (it is): LLVM then emits no scalar remainder loops",
           "    n_act = 0",
           "    for c in range(nb):",
           f"        n_act += 1 if {at('act')} > 0.0 else 0",
@@ -687,14 +688,16 @@ def _gen_dx(N):
     return "\n".join(ln) + "\n"
 
 
-def _gen_switch(name, args):
+def _gen_switch(name, args, sizes=None):
     """Source of ``_name(N, args)``: calls ``_name_N(args)`` for the N of
-    IMPLICIT_UNROLL_SIZES (a chain of constant comparisons)."""
+    ``sizes`` (default IMPLICIT_UNROLL_SIZES; a chain of constant
+    comparisons)."""
+    sizes = _UNROLL_SIZES if sizes is None else sizes
     ln = [f"def _{name}(N, {args}):"]
-    for k, N in enumerate(_UNROLL_SIZES):
+    for k, N in enumerate(sizes):
         ln.append(f"    {'if' if k == 0 else 'elif'} N == {N}:")
         ln.append(f"        return _{name}_{N}({args})")
-    ln.append(f"    return _{name}_{_UNROLL_SIZES[0]}({args})")
+    ln.append(f"    return _{name}_{sizes[0]}({args})")
     return "\n".join(ln) + "\n"
 
 
@@ -705,10 +708,13 @@ def _compile_generated():
     hand-written kernels; the text is in ``_GENERATED_SOURCE``."""
     srcs = []
     for N in _UNROLL_SIZES:
-        srcs += [_gen_cg(N), _gen_rhs(N), _gen_u(N), _gen_setup(N), _gen_dx(N)]
+        srcs += [_gen_cg(N), _gen_rhs(N), _gen_u(N)]
+    for N in _WRITTEN_OUT_SIZES:
+        srcs += [_gen_setup(N), _gen_dx(N)]
     srcs += [_gen_switch("cg", "Z, nb, n, inv_n, max_iter"), _gen_switch("rhs", "Z"),
-             _gen_switch("u", "Z"), _gen_switch("setup", "R, G, b0, nl, corrected, Z"),
-             _gen_switch("dx", "R, G, dX, b0, nl, Z")]
+             _gen_switch("u", "Z"),
+             _gen_switch("setup", "R, G, b0, nl, corrected, Z", _WRITTEN_OUT_SIZES),
+             _gen_switch("dx", "R, G, dX, b0, nl, Z", _WRITTEN_OUT_SIZES)]
     src = "\n\n".join(srcs)
     ns = {}
     exec(compile(src, __file__, "exec"), globals(), ns)
@@ -719,6 +725,10 @@ def _compile_generated():
 
 _UNROLL_SIZES = tuple(sorted(IMPLICIT_UNROLL_SIZES))
 _UNROLL_MAX = _UNROLL_SIZES[-1]
+#: n == N for these N: the setup and dX passes written out for the size too
+#: (per-row loop overhead dominates at small n; at N = 12, 16 the loops are
+#: long enough and writing them out would add minutes of first compilation)
+_WRITTEN_OUT_SIZES = tuple(N for N in _UNROLL_SIZES if N <= 8)
 _GENERATED_SOURCE = _compile_generated()
 
 
@@ -730,7 +740,9 @@ def _backward_item_unrolled(R, G, corrected, max_iter, cg_tol, b0, nl, N, block,
     are dropped), with the generated kernels of the padded size N.
     Z: ((N N + 10 N + 8) _US,) float64 workspace (``_zrows``) whose padding
     (rows and columns n .. N-1 of W, rows n .. N-1 of rinv, cvec, s_r, s_c)
-    is 0 on entry and stays 0; t1, t2: (n,) scratch."""
+    is 0 on entry and stays 0, and whose rows 0 .. n-1 of rinv and cvec are 1
+    on entry when not ``corrected`` (set once per workspace); t1, t2: (n,)
+    scratch."""
     L = _UL
     n = R.shape[1]
     o = N * N
@@ -750,7 +762,7 @@ def _backward_item_unrolled(R, G, corrected, max_iter, cg_tol, b0, nl, N, block,
     bn = Z2[o + 10 * N + 4]
     # one pass over R and G, matrix by matrix in memory order (the reads
     # stream): the lane copy W of R and the marginals of G*R (and of R)
-    if n == N:
+    if n == N and N <= _WRITTEN_OUT_SIZES[-1]:
         _setup(N, R, G, b0, nl, corrected, Z)
     elif corrected:
         for c in range(L):
@@ -790,11 +802,6 @@ def _backward_item_unrolled(R, G, corrected, max_iter, cg_tol, b0, nl, N, block,
                 sr[i, c] = s
             for j in range(n):
                 sc[j, c] = t1[j]
-    if not corrected:
-        for i in range(n):
-            for c in range(L):
-                rinv[i, c] = 1.0
-                cvec[i, c] = 1.0
     neg = _count_negative(Z, _US, L, 0, o)
     nf = (_count_nonfinite(Z, _US, L, o + 5 * N, n)
           + _count_nonfinite(Z, _US, L, o + 6 * N, n))
@@ -838,11 +845,13 @@ def _backward_item_unrolled(R, G, corrected, max_iter, cg_tol, b0, nl, N, block,
         _cg(N, Z[cb:], blk, n, inv_n, max_iter)
     _u(N, Z)
     nf += _count_nonfinite(Z, _US, L, o + 7 * N, n) + _count_nonfinite(Z, _US, L, o, n)
+    it_out = iters[b0:b0 + nl]
+    rr_out = relres[b0:b0 + nl]
     for c in range(nl):
-        iters[b0 + c] = np.int64(its[c])
-        relres[b0 + c] = math.sqrt(rs[c]) / bn[c] if bn[c] > 0.0 else 0.0
+        it_out[c] = np.int64(its[c])
+        rr_out[c] = math.sqrt(rs[c]) / bn[c] if bn[c] > 0.0 else 0.0
     # dX = (G - u 1^T - 1 v^T) * R, matrix by matrix in memory order
-    if n == N:
+    if n == N and N <= _WRITTEN_OUT_SIZES[-1]:
         _dx(N, R, G, dX, b0, nl, Z)
         return nf, neg
     for c in range(nl):
@@ -902,16 +911,11 @@ def implicit_backward(R, G, corrected, max_iter, cg_tol, lanes, block, chunks, d
             Zraw = np.zeros((o + 10 * N + 8) * _US + 8)
             a0 = (-(Zraw.ctypes.data % 64) % 64) // 8
             Z = Zraw[a0:a0 + (o + 10 * N + 8) * _US]
-            Z2 = Z.reshape((o + 10 * N + 8, _US))
-            for i in range(N):
-                for j in range(N):
-                    if i >= n or j >= n:
+            if not corrected:   # rinv = cvec = 1 (rows n .. N-1 stay 0)
+                for k in range(2):
+                    for i in range(n):
                         for c in range(_UL):
-                            Z2[i * N + j, c] = 0.0
-            for k in range(4):
-                for i in range(n, N):
-                    for c in range(_UL):
-                        Z2[o + (3 + k) * N + i, c] = 0.0
+                            Z[(o + (3 + k) * N + i) * _US + c] = 1.0
             t1 = np.empty(n)
             t2 = np.empty(n)
             for t in range(th, n_items, n_chunks):
