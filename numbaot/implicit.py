@@ -264,7 +264,11 @@ def sinkhorn_operator_backward(R, grad_R, method="implicit", *, X=None, n_iter=2
         Unknown method; R, grad_R (or X) with fewer than 2 dimensions or not
         square in their last two; grad_R's (or X's) shape different from
         R's; NaN or inf in R, grad_R or X; negative entries in R; X missing
-        for 'unrolled'; n_iter < 1; tol < 0; cg_tol <= 0; max_cg_iter < 1.
+        for 'unrolled'; n_iter < 1; tol < 0; cg_tol <= 0; max_cg_iter < 1;
+        finite R and grad_R whose product overflows float64 (row or column
+        sums of grad_R * R, or the solution, not finite).  On the CPU the
+        implicit methods check the values inside their own read pass and
+        raise after it (the output is discarded); inputs are never changed.
     CudaUnavailableError
         Device inputs but no usable GPU / numba-cuda.
 

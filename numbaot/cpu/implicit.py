@@ -440,15 +440,23 @@ def _cg_lanes(W, rinv, cvec, rhs, x, res, p, Ap, q, max_iter, cg_tol,
 # For n <= max(IMPLICIT_UNROLL_SIZES) a whole CG iteration of one lane is
 # straight-line code written out for the padded size N (generated below and
 # compiled once per N): the loop over the lanes is then the innermost loop
-# and vectorises (8 lanes per AVX-512 register), the two mat-vecs (W p row
-# by row, then W^T q) read the 8 lanes' W from L2 once and again from L1, p,
-# q, Ap and the lanes' scalars stay in registers (N = 16: partly spilled to
-# L1), and the vector updates, the projection and both dot products happen
-# in the same pass: one pass over the work item per CG iteration instead of
-# about ten.  Padding rows and columns of W
+# and vectorises (8 lanes per AVX-512 register).  The CG runs block by block
+# (8 lanes at N >= 12, more at smaller N: ``_gen_cg``), start to finish, so
+# that the block's W stays in L1 for all its iterations; at N <= 8 one loop
+# per iteration holds p, Ap and a row of W in registers, at N >= 12 four
+# loops (q = rinv * (W p), Ap = cvec * p - W^T q, updates, p) keep the live
+# vectors under AVX-512's 32 registers.  The vector updates, the projection
+# and both dot products happen in the same passes.  Measured at N = 16 on
+# Zen 4: ~750 cycles per 8-lane iteration (512 multiply-adds, W loaded twice
+# from L1), half the time of one pass over 64 lanes whose W sat in L2.
+# Padding rows and columns of W
 # (n < N) are 0, so the padded entries of every vector stay 0 and add exact
 # zeros to the sums; the projection's mean divides by n and is subtracted
-# from the first n entries only.
+# from the first n entries only.  The workspace starts on a 64-byte boundary
+# (NumPy-style allocations are only 32-byte aligned): with rows a multiple of
+# 8 slots long, a block's 8 lanes of a row are one cache line, not two
+# (otherwise W of an 8-lane block takes all of a 32 KiB L1 at N = 16 and the
+# CG runs at half speed).
 #
 # Layout of a work item: ONE float64 array Z of rows of _US slots, the first
 # _UL of them used (one per lane), Z[row _US + c]; _UL and _US compile-time
@@ -608,6 +616,36 @@ def _gen_cg(N):
     return "\n".join(ln) + "\n"
 
 
+def _gen_cg_init(N):
+    """Source of ``_cg_init_N(Z, n, inv_n, cg_tol)``: the CG's start on every
+    lane from v0 = 0: res = p = rhs - mean(rhs) (rhs in the u rows; its
+    padding entries are 0, so the sum runs over all N), v = 0, rs =
+    ||res||^2, bn = ||res||, thr = cg_tol bn, its = 0, act = (bn > 0).
+    Flat literal offsets into Z, as in the CG: the lanes loop vectorises (row
+    views of Z would be distinct pointers LLVM cannot prove disjoint)."""
+    z = _zrows(N)
+    S = _US
+
+    def at(row, k=0):
+        return f"Z[{(z[row] + k) * S} + c]"
+
+    ln = [f"def _cg_init_{N}(Z, n, inv_n, cg_tol):", f"    for c in range({_UL}):"]
+    a = ln.append
+    a("        m = " + _sum([at("u", j) for j in range(N)]) + " * inv_n")
+    for j in range(N):
+        a(f"        r{j} = {at('u', j)} - (m if {j} < n else 0.0)")
+        a(f"        {at('res', j)} = r{j}")
+        a(f"        {at('p', j)} = r{j}")
+        a(f"        {at('v', j)} = 0.0")
+    a("        b = math.sqrt(" + _sum([f"r{j} * r{j}" for j in range(N)]) + ")")
+    a(f"        {at('rs')} = b * b")
+    a(f"        {at('bn')} = b")
+    a(f"        {at('thr')} = cg_tol * b")
+    a(f"        {at('its')} = 0.0")
+    a(f"        {at('act')} = 1.0 if b > 0.0 else 0.0")
+    return "\n".join(ln) + "\n"
+
+
 def _gen_rhs(N):
     """Source of ``_rhs_N(Z)``: rhs = s_c - W^T (rinv * s_r) on every lane."""
     z = _zrows(N)
@@ -708,10 +746,11 @@ def _compile_generated():
     hand-written kernels; the text is in ``_GENERATED_SOURCE``."""
     srcs = []
     for N in _UNROLL_SIZES:
-        srcs += [_gen_cg(N), _gen_rhs(N), _gen_u(N)]
+        srcs += [_gen_cg(N), _gen_cg_init(N), _gen_rhs(N), _gen_u(N)]
     for N in _WRITTEN_OUT_SIZES:
         srcs += [_gen_setup(N), _gen_dx(N)]
-    srcs += [_gen_switch("cg", "Z, nb, n, inv_n, max_iter"), _gen_switch("rhs", "Z"),
+    srcs += [_gen_switch("cg", "Z, nb, n, inv_n, max_iter"),
+             _gen_switch("cg_init", "Z, n, inv_n, cg_tol"), _gen_switch("rhs", "Z"),
              _gen_switch("u", "Z"),
              _gen_switch("setup", "R, G, b0, nl, corrected, Z", _WRITTEN_OUT_SIZES),
              _gen_switch("dx", "R, G, dX, b0, nl, Z", _WRITTEN_OUT_SIZES)]
@@ -746,20 +785,14 @@ def _backward_item_unrolled(R, G, corrected, max_iter, cg_tol, b0, nl, N, block,
     L = _UL
     n = R.shape[1]
     o = N * N
-    Z2 = Z.reshape((o + 10 * N + 8, _US))
-    v = Z2[o:o + N]
-    res = Z2[o + N:o + 2 * N]
-    p = Z2[o + 2 * N:o + 3 * N]
-    rinv = Z2[o + 3 * N:o + 4 * N]
-    cvec = Z2[o + 4 * N:o + 5 * N]
-    sr = Z2[o + 5 * N:o + 6 * N]
-    sc = Z2[o + 6 * N:o + 7 * N]
-    u = Z2[o + 7 * N:o + 8 * N]
-    rs = Z2[o + 10 * N]
-    thr = Z2[o + 10 * N + 1]
-    act = Z2[o + 10 * N + 2]
-    its = Z2[o + 10 * N + 3]
-    bn = Z2[o + 10 * N + 4]
+    # flat row offsets (no reshaped views: their set-up costs as much as a
+    # small item's arithmetic)
+    r_v = o * _US
+    r_rinv = (o + 3 * N) * _US
+    r_cvec = (o + 4 * N) * _US
+    r_sr = (o + 5 * N) * _US
+    r_sc = (o + 6 * N) * _US
+    r_u = (o + 7 * N) * _US
     # one pass over R and G, matrix by matrix in memory order (the reads
     # stream): the lane copy W of R and the marginals of G*R (and of R)
     if n == N and N <= _WRITTEN_OUT_SIZES[-1]:
@@ -776,16 +809,16 @@ def _backward_item_unrolled(R, G, corrected, max_iter, cg_tol, b0, nl, N, block,
                 for j in range(n):
                     w = np.float64(R[b, i, j])
                     h = np.float64(G[b, i, j]) * w
-                    Z2[i * N + j, c] = w
+                    Z[(i * N + j) * _US + c] = w
                     s += h
                     r += w
                     t1[j] += h
                     t2[j] += w
-                sr[i, c] = s
-                rinv[i, c] = 1.0 / r if r > 0.0 else 0.0
+                Z[r_sr + i * _US + c] = s
+                Z[r_rinv + i * _US + c] = 1.0 / r if r > 0.0 else 0.0
             for j in range(n):
-                sc[j, c] = t1[j]
-                cvec[j, c] = t2[j]
+                Z[r_sc + j * _US + c] = t1[j]
+                Z[r_cvec + j * _US + c] = t2[j]
     else:
         for c in range(L):
             b = b0 + min(c, nl - 1)
@@ -796,46 +829,19 @@ def _backward_item_unrolled(R, G, corrected, max_iter, cg_tol, b0, nl, N, block,
                 for j in range(n):
                     w = np.float64(R[b, i, j])
                     h = np.float64(G[b, i, j]) * w
-                    Z2[i * N + j, c] = w
+                    Z[(i * N + j) * _US + c] = w
                     s += h
                     t1[j] += h
-                sr[i, c] = s
+                Z[r_sr + i * _US + c] = s
             for j in range(n):
-                sc[j, c] = t1[j]
+                Z[r_sc + j * _US + c] = t1[j]
     neg = _count_negative(Z, _US, L, 0, o)
     nf = (_count_nonfinite(Z, _US, L, o + 5 * N, n)
           + _count_nonfinite(Z, _US, L, o + 6 * N, n))
     _rhs(N, Z)
     # projected CG from v0 = 0: res = p = rhs - mean(rhs)
-    for c in range(L):
-        thr[c] = 0.0
-    for k in range(n):
-        for c in range(L):
-            thr[c] += u[k, c]
-    for c in range(L):
-        thr[c] /= n
-        rs[c] = 0.0
-    for k in range(n):
-        for c in range(L):
-            r = u[k, c] - thr[c]
-            res[k, c] = r
-            p[k, c] = r
-            v[k, c] = 0.0
-            rs[c] += r * r
-    for k in range(n, N):
-        for c in range(L):
-            res[k, c] = 0.0
-            p[k, c] = 0.0
-            v[k, c] = 0.0
-    n_act = 0
-    for c in range(L):
-        b = math.sqrt(rs[c])
-        thr[c] = cg_tol * b
-        bn[c] = b
-        its[c] = 0.0
-        act[c] = 1.0 if b > 0.0 else 0.0
-        n_act += 1 if b > 0.0 else 0
     inv_n = 1.0 / n
+    _cg_init(N, Z, n, inv_n, cg_tol)
     # lanes per CG block: ``block``, doubled while the block's W stays
     # within _CG_BLOCK_BYTES (N = 4: all 64 lanes at once)
     blk = block
@@ -847,9 +853,13 @@ def _backward_item_unrolled(R, G, corrected, max_iter, cg_tol, b0, nl, N, block,
     nf += _count_nonfinite(Z, _US, L, o + 7 * N, n) + _count_nonfinite(Z, _US, L, o, n)
     it_out = iters[b0:b0 + nl]
     rr_out = relres[b0:b0 + nl]
+    r_rs = (o + 10 * N) * _US
+    r_its = r_rs + 3 * _US
+    r_bn = r_rs + 4 * _US
     for c in range(nl):
-        it_out[c] = np.int64(its[c])
-        rr_out[c] = math.sqrt(rs[c]) / bn[c] if bn[c] > 0.0 else 0.0
+        it_out[c] = np.int64(Z[r_its + c])
+        bnc = Z[r_bn + c]
+        rr_out[c] = math.sqrt(Z[r_rs + c]) / bnc if bnc > 0.0 else 0.0
     # dX = (G - u 1^T - 1 v^T) * R, matrix by matrix in memory order
     if n == N and N <= _WRITTEN_OUT_SIZES[-1]:
         _dx(N, R, G, dX, b0, nl, Z)
@@ -857,9 +867,9 @@ def _backward_item_unrolled(R, G, corrected, max_iter, cg_tol, b0, nl, N, block,
     for c in range(nl):
         b = b0 + c
         for j in range(n):
-            t1[j] = v[j, c]
+            t1[j] = Z[r_v + j * _US + c]
         for i in range(n):
-            ui = u[i, c]
+            ui = Z[r_u + i * _US + c]
             for j in range(n):
                 dX[b, i, j] = (np.float64(G[b, i, j]) - ui - t1[j]) * np.float64(R[b, i, j])
     return nf, neg
@@ -881,12 +891,18 @@ def implicit_backward(R, G, corrected, max_iter, cg_tol, lanes, block, chunks, d
 
     n <= max(IMPLICIT_UNROLL_SIZES): the generated register-blocked kernels
     (``_backward_item_unrolled``, work items of IMPLICIT_UNROLL_LANES
-    matrices; ``lanes`` is not used); larger n: ``_cg_lanes`` on work items of
-    ``lanes`` matrices.  Either way each lane's arithmetic is that of its
+    matrices, CG on blocks of at least ``block`` lanes, ``chunks``
+    workspaces; ``lanes`` is not used); larger n: ``_cg_lanes`` on work items
+    of ``lanes`` matrices.  Either way each lane's arithmetic is that of its
     matrix alone, so results do not depend on the thread count or the batch.
 
+    The values are checked in the same pass (``_count_nonfinite``,
+    ``_count_negative``): suspect[0] = non-finite marginals of G*R or
+    solution entries (NaN/inf in R or G, or an overflow), suspect[1] =
+    negative entries of R; dX is meaningless unless both are 0.
+
     R, G, dX: (B, n, n); iters (B,) int64 CG iterations; relres (B,) float64
-    final relative residual.
+    final relative residual; suspect (2,) int64.
     """
     L = lanes
     B = R.shape[0]
@@ -897,8 +913,9 @@ def implicit_backward(R, G, corrected, max_iter, cg_tol, lanes, block, chunks, d
         for sz in _UNROLL_SIZES:
             if sz >= n:
                 N = min(N, sz)
-        # ``chunks`` workspaces, each serving every n_chunks-th work item (items are independent: which chunk or thread
-        # runs an item changes no result)
+        # ``chunks`` workspaces, each serving every n_chunks-th work item
+        # (items are independent: which chunk or thread runs an item changes
+        # no result)
         n_items = (B + _UL - 1) // _UL
         n_chunks = max(1, min(chunks, n_items))
         o = N * N
