@@ -318,35 +318,38 @@ def _dot(x, y, out):
 
 
 @njit(inline="always", **_SER)
-def _count_nonfinite(Zf, stride, L, r0, nrows):
-    """Number of NaN/inf entries in rows r0 .. r0 + nrows - 1 (lanes 0 ..
-    L-1) of the flat lane array Zf (row r at Zf[r stride:]).
+def _any_nonfinite(Zf, stride, L, r0, nrows):
+    """1 if rows r0 .. r0 + nrows - 1 (lanes 0 .. L-1) of the flat lane
+    array Zf (row r at Zf[r stride:]) hold a NaN or inf, else 0.
 
     The backward's value checks are fused into its read pass: a NaN or inf
     anywhere in R or G makes an entry of G*R, hence one of its row sums s_r
     and column sums s_c, non-finite (a non-finite sum with finite inputs
     means G*R overflows), and a non-finite solution (u, v) means an overflow
     inside the solve.  Only the caller's error path counts the entries of R
-    and G themselves.  Flat indexing with the lanes innermost: vectorises."""
+    and G themselves.  (A sum of x - x would be cheaper, but LLVM's
+    reassociation folds it to 0; the comparison survives.)"""
     nf = 0
     for r in range(r0, r0 + nrows):
         base = r * stride
         for c in range(L):
             x = Zf[base + c]
             nf += not (x - x == 0.0)
-    return nf
+    return 1 if nf > 0 else 0
 
 
 @njit(inline="always", **_SER)
-def _count_negative(Zf, stride, L, r0, nrows):
-    """Number of negative entries in rows r0 .. r0 + nrows - 1 (lanes 0 ..
-    L-1) of the flat lane array Zf (R's lane copy: negative R is an error)."""
+def _any_negative(Zf, stride, L, r0, nrows):
+    """1 if rows r0 .. r0 + nrows - 1 (lanes 0 .. L-1) of the flat lane
+    array Zf hold a negative entry (R's lane copy: negative R is an error),
+    else 0.  A count of comparisons vectorises (Numba's NaN-aware ``min``
+    does not)."""
     neg = 0
     for r in range(r0, r0 + nrows):
         base = r * stride
         for c in range(L):
             neg += Zf[base + c] < 0.0
-    return neg
+    return 1 if neg > 0 else 0
 
 
 @njit(**_SER)
@@ -835,9 +838,9 @@ def _backward_item_unrolled(R, G, corrected, max_iter, cg_tol, b0, nl, N, block,
                 Z[r_sr + i * _US + c] = s
             for j in range(n):
                 Z[r_sc + j * _US + c] = t1[j]
-    neg = _count_negative(Z, _US, L, 0, o)
-    nf = (_count_nonfinite(Z, _US, L, o + 5 * N, n)
-          + _count_nonfinite(Z, _US, L, o + 6 * N, n))
+    neg = _any_negative(Z, _US, L, 0, o)
+    nf = (_any_nonfinite(Z, _US, L, o + 5 * N, n)
+          + _any_nonfinite(Z, _US, L, o + 6 * N, n))
     _rhs(N, Z)
     # projected CG from v0 = 0: res = p = rhs - mean(rhs)
     inv_n = 1.0 / n
@@ -850,7 +853,7 @@ def _backward_item_unrolled(R, G, corrected, max_iter, cg_tol, b0, nl, N, block,
     for cb in range(0, L, blk):
         _cg(N, Z[cb:], blk, n, inv_n, max_iter)
     _u(N, Z)
-    nf += _count_nonfinite(Z, _US, L, o + 7 * N, n) + _count_nonfinite(Z, _US, L, o, n)
+    nf += _any_nonfinite(Z, _US, L, o + 7 * N, n) + _any_nonfinite(Z, _US, L, o, n)
     it_out = iters[b0:b0 + nl]
     rr_out = relres[b0:b0 + nl]
     r_rs = (o + 10 * N) * _US
@@ -896,10 +899,11 @@ def implicit_backward(R, G, corrected, max_iter, cg_tol, lanes, block, chunks, d
     of ``lanes`` matrices.  Either way each lane's arithmetic is that of its
     matrix alone, so results do not depend on the thread count or the batch.
 
-    The values are checked in the same pass (``_count_nonfinite``,
-    ``_count_negative``): suspect[0] = non-finite marginals of G*R or
-    solution entries (NaN/inf in R or G, or an overflow), suspect[1] =
-    negative entries of R; dX is meaningless unless both are 0.
+    The values are checked in the same pass (``_any_nonfinite``,
+    ``_any_negative``): suspect[0] counts the work items with a non-finite
+    marginal of G*R or solution entry (NaN/inf in R or G, or an overflow),
+    suspect[1] those with a negative entry of R; dX is meaningless unless
+    both are 0.
 
     R, G, dX: (B, n, n); iters (B,) int64 CG iterations; relres (B,) float64
     final relative residual; suspect (2,) int64.
@@ -1012,9 +1016,9 @@ def implicit_backward(R, G, corrected, max_iter, cg_tol, lanes, block, chunks, d
                 else:
                     rinv[i, c] = 1.0
                     cvec[i, c] = 1.0
-        ng = _count_negative(W.reshape(-1), L, L, 0, n * n)
-        nf = (_count_nonfinite(sr.reshape(-1), L, L, 0, n)
-              + _count_nonfinite(sc.reshape(-1), L, L, 0, n))
+        ng = _any_negative(W.reshape(-1), L, L, 0, n * n)
+        nf = (_any_nonfinite(sr.reshape(-1), L, L, 0, n)
+              + _any_nonfinite(sc.reshape(-1), L, L, 0, n))
         # rhs = s_c - R^T diag(rinv) s_r
         for j in range(n):
             for c in range(L):
@@ -1034,8 +1038,8 @@ def implicit_backward(R, G, corrected, max_iter, cg_tol, lanes, block, chunks, d
                     tmp[c] += W[i, j, c] * v[j, c]
             for c in range(L):
                 q[i, c] = rinv[i, c] * (sr[i, c] - tmp[c])
-        nf += (_count_nonfinite(q.reshape(-1), L, L, 0, n)
-               + _count_nonfinite(v.reshape(-1), L, L, 0, n))
+        nf += (_any_nonfinite(q.reshape(-1), L, L, 0, n)
+               + _any_nonfinite(v.reshape(-1), L, L, 0, n))
         n_nf += nf
         n_neg += ng
         for c in range(nl):
