@@ -381,7 +381,8 @@ def sinkhorn_operator_backward(R, grad_R, method="implicit", *, X=None, n_iter=2
         relres = np.zeros(B, dtype=np.float64)
         if B:
             # the values are checked inside the kernel's read pass (see
-            # _suspect_counts); only a suspect result pays the exact counts
+            # _any_nonfinite, _any_negative); only a suspect result pays the
+            # exact counts
             suspect = np.zeros(2, dtype=np.int64)
             k.implicit_backward(R3, G3, corrected, max_cg_iter, cg_tol, k.lanes_for(n),
                                 IMPLICIT_CG_BLOCK, IMPLICIT_CHUNKS * numba.get_num_threads(),
@@ -390,8 +391,9 @@ def sinkhorn_operator_backward(R, grad_R, method="implicit", *, X=None, n_iter=2
                 _check_values(k, R3, "R", True, False)
                 _check_values(k, G3, "grad_R", False, False)
                 raise ValueError(
-                    "grad_R * R overflows float64 (its row or column sums are not finite "
-                    "although R and grad_R are): rescale grad_R"
+                    "grad_R * R overflows float64 (its row or column sums, or the solution "
+                    "of the linear system, are not finite although R and grad_R are): "
+                    "rescale grad_R"
                 )
         info = {"cg_iters": iters.reshape(shape[:-2]), "residual": relres.reshape(shape[:-2])}
     out = dX3.reshape(shape)

@@ -504,17 +504,18 @@ def _sum(terms):
 
 
 def _gen_cg(N):
-    """Source of ``_cg_N(Z, cb, ce, n, inv_n, max_iter)``: projected CG on
-    the lanes cb .. ce-1 of a work item until none is active or max_iter
-    iterations (alpha = rs / p^T A p, x += alpha p, res -= alpha A p, beta =
-    rs' / rs, p = res + beta p); the lanes' state (v, res, p, rs, thr, act,
-    its) is set up by the caller.  A lane stops at p^T A p <= 0 (no update)
-    or when ||res|| <= thr; a stopped lane never changes again.
+    """Source of ``_cg_N(Z, nb, n, inv_n, max_iter)``: projected CG on lanes
+    0 .. nb-1 of ``Z`` (the caller passes the work item's array starting at
+    the block's first lane) until none is active or max_iter iterations
+    (alpha = rs / p^T A p, x += alpha p, res -= alpha A p, beta = rs' / rs,
+    p = res + beta p); the lanes' state (v, res, p, rs, thr, act, its) is set
+    up by ``_cg_init_N``.  A lane stops at p^T A p <= 0 (no update) or when
+    ||res|| <= thr; a stopped lane never changes again.
 
-    ce - cb is 8 (one AVX-512 vector of float64 lanes) and a run-time value:
-    LLVM would fully unroll a constant trip count of 8 into scalar code.  The
-    lanes' W (N N rows of 64 bytes: 16 KiB at N = 16) then stays in L1 for the
-    whole CG.  N <= _CG_ONE_SWEEP_MAX: one loop per iteration, p, Ap and a
+    nb is a multiple of 8 (8 at N >= 12: one AVX-512 vector of float64
+    lanes) and a run-time value: LLVM would fully unroll a constant trip
+    count of 8 into scalar code.  The lanes' W (N N rows of 64 bytes: 16 KiB
+    at N = 16) then stays in L1 for the whole CG.  N <= _CG_ONE_SWEEP_MAX: one loop per iteration, p, Ap and a
     row of W in registers (W read once).  Larger N: that would need 3 N
     vector registers (AVX-512 has 32) and spills, so the iteration is four
     loops over the lanes, the values flowing through Z: q = rinv * (W p)
@@ -531,7 +532,6 @@ def _gen_cg(N):
         return f"Z[{(i * N + j) * _US} + c]"
 
     ln = [f"def _cg_{N}(Z, nb, n, inv_n, max_iter):",
-          "    nb &= -8   # a multiple of 8 (it is): LLVM then emits no scalar remainder loops",
           "    n_act = 0",
           "    for c in range(nb):",
           f"        n_act += 1 if {at('act')} > 0.0 else 0",
@@ -770,7 +770,8 @@ _UNROLL_MAX = _UNROLL_SIZES[-1]
 #: n == N for these N: the setup and dX passes written out for the size too
 #: (per-row loop overhead dominates at small n; at N = 12, 16 the loops are
 #: long enough and writing them out would add minutes of first compilation)
-_WRITTEN_OUT_SIZES = tuple(N for N in _UNROLL_SIZES if N <= 8)
+_WRITTEN_OUT_SIZES = tuple(N for N in _UNROLL_SIZES if N <= 8) or _UNROLL_SIZES[:1]
+_WRITTEN_OUT_MAX = _WRITTEN_OUT_SIZES[-1]
 _GENERATED_SOURCE = _compile_generated()
 
 
@@ -798,7 +799,7 @@ def _backward_item_unrolled(R, G, corrected, max_iter, cg_tol, b0, nl, N, block,
     r_u = (o + 7 * N) * _US
     # one pass over R and G, matrix by matrix in memory order (the reads
     # stream): the lane copy W of R and the marginals of G*R (and of R)
-    if n == N and N <= _WRITTEN_OUT_SIZES[-1]:
+    if n == N and N <= _WRITTEN_OUT_MAX:
         _setup(N, R, G, b0, nl, corrected, Z)
     elif corrected:
         for c in range(L):
@@ -864,7 +865,7 @@ def _backward_item_unrolled(R, G, corrected, max_iter, cg_tol, b0, nl, N, block,
         bnc = Z[r_bn + c]
         rr_out[c] = math.sqrt(Z[r_rs + c]) / bnc if bnc > 0.0 else 0.0
     # dX = (G - u 1^T - 1 v^T) * R, matrix by matrix in memory order
-    if n == N and N <= _WRITTEN_OUT_SIZES[-1]:
+    if n == N and N <= _WRITTEN_OUT_MAX:
         _dx(N, R, G, dX, b0, nl, Z)
         return nf, neg
     for c in range(nl):
