@@ -8,8 +8,21 @@ the 32 lanes of a warp post their values, meet at a barrier, read the source
 lane's value (``lane ^ lane_mask`` for the butterfly, ``src_lane % 32`` for
 the indexed shuffle) and meet again before the slots are reused.  As on a GPU
 with a full mask, all 32 lanes of the warp must take part (blocks are a
-multiple of 32 threads).  Only ever installed in simulator mode.
+multiple of 32 threads).
+
+It also makes the simulator's ``cuda.shared.array`` thread-safe.  The
+simulator (numba-cuda 0.30) gives every thread of a launch the array that
+the first thread to reach a source line allocated, with an unlocked
+check-then-set on a dict: two threads that both find no array there each
+allocate one (``np.empty``: old bytes), so a thread writes a "shared" slot
+that the reader never sees.  It is rare (a thread switch in a window of a
+few bytecodes; once in about 10^5 allocations under load) but made a CI run
+fail (tests/cuda/test_sinkhorn_cuda.py::test_multi_warp_blocks, 13 % off),
+so ``install`` replaces it with the same lookup under a lock.
+
+Only ever installed in simulator mode.
 """
+import sys
 import threading
 
 _LOCK = threading.Lock()
@@ -42,11 +55,44 @@ def _shfl_sync(self, mask, value, src_lane):
     return _exchange(value, lambda lane: src_lane)
 
 
+_SHARED_LOCK = threading.Lock()
+
+
+def _make_shared_array(simulator_array):
+    """``FakeCUDAShared.array`` with the lookup and the allocation under one
+    lock; arrays are keyed, as in the simulator, by the (file, line) of the
+    call, so two calls on one line alias (as documented there).  Dynamic
+    shared memory (shape 0) and alignment go to the simulator's own code."""
+    import numpy as np
+    from numba.core import types
+    from numba.np import numpy_support
+
+    def array(self, shape, dtype, alignment=None):
+        if alignment is not None or shape == 0:
+            return simulator_array(self, shape, dtype, alignment)
+        if isinstance(dtype, types.Type):
+            dtype = numpy_support.as_dtype(dtype)
+        frame = sys._getframe(1)
+        key = (frame.f_code.co_filename, frame.f_lineno)
+        with _SHARED_LOCK:
+            res = self._allocations.get(key)
+            if res is None:
+                res = np.empty(shape, dtype)
+                self._allocations[key] = res
+        return res
+
+    array._numbaot_locked = True
+    return array
+
+
 def install():
-    """Give the simulator's fake cuda module ``shfl_xor_sync`` and ``shfl_sync``."""
-    from numba.cuda.simulator.kernelapi import FakeCUDAModule
+    """Give the simulator's fake cuda module ``shfl_xor_sync`` and
+    ``shfl_sync``, and a thread-safe ``cuda.shared.array``."""
+    from numba.cuda.simulator.kernelapi import FakeCUDAModule, FakeCUDAShared
 
     if not hasattr(FakeCUDAModule, "shfl_xor_sync"):
         FakeCUDAModule.shfl_xor_sync = _shfl_xor_sync
     if not hasattr(FakeCUDAModule, "shfl_sync"):
         FakeCUDAModule.shfl_sync = _shfl_sync
+    if not getattr(FakeCUDAShared.array, "_numbaot_locked", False):
+        FakeCUDAShared.array = _make_shared_array(FakeCUDAShared.array)
