@@ -274,6 +274,25 @@ def as_square_batch(x, name, on_device=False):
     return arr
 
 
+_HOST_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
+
+
+def is_float_square_pair(x, y):
+    """True when ``x`` and ``y`` are C-contiguous NumPy arrays of one dtype,
+    float32 or float64, and one non-empty shape (..., n, n) with n >= 1:
+    inputs that :func:`as_square_batch`, :func:`check_same_shape` and
+    :func:`result_dtype` would pass through unchanged.  A few attribute
+    reads, so that a call on such inputs can skip those checks (they cost
+    more than a small batch's arithmetic, mostly as cold code after a
+    garbage collection).  Never raises; False means "take the general path"."""
+    if type(x) is not np.ndarray or type(y) is not np.ndarray:
+        return False
+    shape = x.shape
+    return (x.dtype == y.dtype and x.dtype in _HOST_FLOATS and shape == y.shape
+            and len(shape) >= 2 and shape[-1] == shape[-2] and x.size > 0
+            and x.flags.c_contiguous and y.flags.c_contiguous)
+
+
 def check_same_shape(x, y, name_x, name_y):
     """ValueError unless ``x.shape == y.shape`` (naming both arguments)."""
     if tuple(x.shape) != tuple(y.shape):

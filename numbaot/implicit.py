@@ -39,10 +39,17 @@ __all__ = ["sinkhorn_operator", "sinkhorn_operator_backward"]
 _METHODS = ("implicit", "implicit_corrected", "unrolled")
 
 
-def _cpu():
-    from .cpu import implicit as k
+_CPU_KERNELS = []
 
-    return k
+
+def _cpu():
+    # imported on first use (its generated kernels are built at import); kept,
+    # since even a cached import statement costs ~20 us after a gc.collect()
+    if not _CPU_KERNELS:
+        from .cpu import implicit as k
+
+        _CPU_KERNELS.append(k)
+    return _CPU_KERNELS[0]
 
 
 def _cuda():
@@ -309,6 +316,16 @@ def sinkhorn_operator_backward(R, grad_R, method="implicit", *, X=None, n_iter=2
     grad_R (and X) must have R's dtype (TypeError otherwise), and values are
     checked by a counting kernel (only two integers come back to the host).
     """
+    if (X is None and type(method) is str and method in ("implicit", "implicit_corrected")
+            and max_cg_iter is None
+            and type(cg_tol) is float and 0.0 < cg_tol < np.inf
+            and _checks.is_float_square_pair(R, grad_R)):
+        # NumPy float arrays as they come from sinkhorn_operator: nothing to
+        # convert, so only the kernel's own value checks remain
+        shape = R.shape
+        n = shape[-1]
+        return _implicit_cpu(R.reshape(-1, n, n), grad_R.reshape(-1, n, n),
+                             method == "implicit_corrected", n, cg_tol, shape, return_info)
     dev = device_of(R=R, grad_R=grad_R, X=X)
     on_dev = dev == "cuda"
     method = _checks.check_method(method, _METHODS)
@@ -358,45 +375,48 @@ def sinkhorn_operator_backward(R, grad_R, method="implicit", *, X=None, n_iter=2
             return out, {key: like_input(v.reshape(*shape[:-2]), G) for key, v in info.items()}
         return out
 
-    k = _cpu()
-    if method == "unrolled":
-        dtype = _float_dtype(G, X)
-        X3 = _host_batch(X, dtype)
-        G3 = _host_batch(G, dtype)
-        _check_values(k, X3, "X", False, False)
-        _check_values(k, G3, "grad_R", False, False)
-        B = G3.shape[0]
-        dX3 = np.empty((B, n, n), dtype=dtype)
-        iters = np.zeros(B, dtype=np.int64)
-        if B:
-            k.unrolled_backward(X3, G3, n_iter, tol_v, k.lanes_for(n), dX3, iters)
-        info = {"n_iters": iters.reshape(shape[:-2])}
-    else:
+    if method != "unrolled":
         dtype = _float_dtype(R, G)
-        R3 = _host_batch(R, dtype)
-        G3 = _host_batch(G, dtype)
-        B = G3.shape[0]
-        dX3 = np.empty((B, n, n), dtype=dtype)
-        iters = np.zeros(B, dtype=np.int64)
-        relres = np.zeros(B, dtype=np.float64)
-        if B:
-            # the values are checked inside the kernel's read pass (see
-            # _any_nonfinite, _any_negative); only a suspect result pays the
-            # exact counts
-            suspect = np.zeros(2, dtype=np.int64)
-            k.implicit_backward(R3, G3, corrected, max_cg_iter, cg_tol, k.lanes_for(n),
-                                IMPLICIT_CG_BLOCK, IMPLICIT_CHUNKS * numba.get_num_threads(),
-                                dX3, iters, relres, suspect)
-            if suspect.any():
-                _check_values(k, R3, "R", True, False)
-                _check_values(k, G3, "grad_R", False, False)
-                raise ValueError(
-                    "grad_R * R overflows float64 (its row or column sums, or the solution "
-                    "of the linear system, are not finite although R and grad_R are): "
-                    "rescale grad_R"
-                )
-        info = {"cg_iters": iters.reshape(shape[:-2]), "residual": relres.reshape(shape[:-2])}
+        return _implicit_cpu(_host_batch(R, dtype), _host_batch(G, dtype), corrected,
+                             max_cg_iter, cg_tol, shape, return_info)
+    k = _cpu()
+    dtype = _float_dtype(G, X)
+    X3 = _host_batch(X, dtype)
+    G3 = _host_batch(G, dtype)
+    _check_values(k, X3, "X", False, False)
+    _check_values(k, G3, "grad_R", False, False)
+    B = G3.shape[0]
+    dX3 = np.empty((B, n, n), dtype=dtype)
+    iters = np.zeros(B, dtype=np.int64)
+    if B:
+        k.unrolled_backward(X3, G3, n_iter, tol_v, k.lanes_for(n), dX3, iters)
     out = dX3.reshape(shape)
     if return_info:
-        return out, info
+        return out, {"n_iters": iters.reshape(shape[:-2])}
+    return out
+
+
+def _implicit_cpu(R3, G3, corrected, max_cg_iter, cg_tol, shape, return_info):
+    """The implicit backward on the CPU kernel: R3, G3 (B, n, n) C-contiguous,
+    one float dtype; the result has ``shape`` and that dtype.  The values are
+    checked inside the kernel's read pass (see ``cpu.implicit._any_nonfinite``,
+    ``_any_negative``); only a suspect result pays the exact counts, which
+    raise the usual messages (else the overflow one)."""
+    k = _cpu()
+    n = R3.shape[-1]
+    dX3, iters, relres, n_nonfinite, n_negative = k.implicit_backward(
+        R3, G3, corrected, max_cg_iter, cg_tol, k.lanes_for(n), IMPLICIT_CG_BLOCK,
+        IMPLICIT_CHUNKS * numba.get_num_threads())
+    if n_nonfinite or n_negative:
+        _check_values(k, R3, "R", True, False)
+        _check_values(k, G3, "grad_R", False, False)
+        raise ValueError(
+            "grad_R * R overflows float64 (its row or column sums, or the solution "
+            "of the linear system, are not finite although R and grad_R are): "
+            "rescale grad_R"
+        )
+    out = dX3.reshape(shape)
+    if return_info:
+        return out, {"cg_iters": iters.reshape(shape[:-2]),
+                     "residual": relres.reshape(shape[:-2])}
     return out

@@ -406,6 +406,38 @@ def test_caller_arrays_unmodified(rng):
     np.testing.assert_array_equal(R, R0)
 
 
+@pytest.mark.parametrize("method", ["implicit", "implicit_corrected"])
+def test_input_forms_agree(rng, method):
+    # C-contiguous float arrays of one dtype skip the conversions; every other
+    # form goes through them and must give the same bits and info
+    X = rng.uniform(0, 4, size=(2, 35, 4, 4))
+    G = rng.normal(size=X.shape)
+    R = sinkhorn_operator(X, 30)
+    ref, info = sinkhorn_operator_backward(R, G, method, return_info=True)
+    assert ref.shape == X.shape and ref.dtype == np.float64
+    assert info["cg_iters"].shape == info["residual"].shape == X.shape[:2]
+    variants = [
+        dict(R=np.asfortranarray(R), grad_R=G),
+        dict(R=R, grad_R=np.concatenate([G, G], -1)[..., :4]),   # a non-contiguous view
+        dict(R=R.tolist(), grad_R=G),
+        dict(R=R, grad_R=G, cg_tol=np.float64(1e-12)),
+        dict(R=R, grad_R=G, max_cg_iter=4),
+        dict(R=R, grad_R=G, method=method.upper()),
+    ]
+    assert not variants[1]["grad_R"].flags.c_contiguous
+    for kw in variants:
+        kw.setdefault("method", method)
+        d, inf = sinkhorn_operator_backward(return_info=True, **kw)
+        np.testing.assert_array_equal(d, ref)
+        np.testing.assert_array_equal(inf["cg_iters"], info["cg_iters"])
+        np.testing.assert_array_equal(inf["residual"], info["residual"])
+    # mixed dtypes: float64 (the float32 values, exactly)
+    d = sinkhorn_operator_backward(R.astype(np.float32), G, method)
+    assert d.dtype == np.float64
+    np.testing.assert_array_equal(
+        d, sinkhorn_operator_backward(R.astype(np.float32).astype(np.float64), G, method))
+
+
 def test_bad_inputs():
     X = np.ones((3, 4, 4))
     R = sinkhorn_operator(X)

@@ -318,37 +318,34 @@ def _dot(x, y, out):
 
 
 @njit(inline="always", **_SER)
-def _any_nonfinite(Zf, stride, L, r0, nrows):
-    """1 if rows r0 .. r0 + nrows - 1 (lanes 0 .. L-1) of the flat lane
-    array Zf (row r at Zf[r stride:]) hold a NaN or inf, else 0.
+def _any_nonfinite(Zf, start, stop):
+    """1 if Zf[start:stop] holds a NaN or inf, else 0.
 
     The backward's value checks are fused into its read pass: a NaN or inf
     anywhere in R or G makes an entry of G*R, hence one of its row sums s_r
     and column sums s_c, non-finite (a non-finite sum with finite inputs
     means G*R overflows), and a non-finite solution (u, v) means an overflow
     inside the solve.  Only the caller's error path counts the entries of R
-    and G themselves.  (A sum of x - x would be cheaper, but LLVM's
+    and G themselves.  The rows to check are consecutive in the lane arrays
+    (spare and padding slots hold zeros), so this is one flat vectorised
+    loop with one horizontal reduction, not one per row.  (A sum of x - x
+    would be cheaper, but LLVM's
     reassociation folds it to 0; the comparison survives.)"""
     nf = 0
-    for r in range(r0, r0 + nrows):
-        base = r * stride
-        for c in range(L):
-            x = Zf[base + c]
-            nf += not (x - x == 0.0)
+    for k in range(start, stop):
+        x = Zf[k]
+        nf += not (x - x == 0.0)
     return 1 if nf > 0 else 0
 
 
 @njit(inline="always", **_SER)
-def _any_negative(Zf, stride, L, r0, nrows):
-    """1 if rows r0 .. r0 + nrows - 1 (lanes 0 .. L-1) of the flat lane
-    array Zf hold a negative entry (R's lane copy: negative R is an error),
+def _any_negative(Zf, start, stop):
+    """1 if Zf[start:stop] (R's lane copy) holds a negative entry (an error),
     else 0.  A count of comparisons vectorises (Numba's NaN-aware ``min``
     does not)."""
     neg = 0
-    for r in range(r0, r0 + nrows):
-        base = r * stride
-        for c in range(L):
-            neg += Zf[base + c] < 0.0
+    for k in range(start, stop):
+        neg += Zf[k] < 0.0
     return 1 if neg > 0 else 0
 
 
@@ -839,9 +836,9 @@ def _backward_item_unrolled(R, G, corrected, max_iter, cg_tol, b0, nl, N, block,
                 Z[r_sr + i * _US + c] = s
             for j in range(n):
                 Z[r_sc + j * _US + c] = t1[j]
-    neg = _any_negative(Z, _US, L, 0, o)
-    nf = (_any_nonfinite(Z, _US, L, o + 5 * N, n)
-          + _any_nonfinite(Z, _US, L, o + 6 * N, n))
+    # W; s_r and s_c (consecutive rows); their spare lanes and padding rows are 0
+    neg = _any_negative(Z, 0, o * _US)
+    nf = _any_nonfinite(Z, r_sr, r_sc + N * _US)
     _rhs(N, Z)
     # projected CG from v0 = 0: res = p = rhs - mean(rhs)
     inv_n = 1.0 / n
@@ -854,7 +851,7 @@ def _backward_item_unrolled(R, G, corrected, max_iter, cg_tol, b0, nl, N, block,
     for cb in range(0, L, blk):
         _cg(N, Z[cb:], blk, n, inv_n, max_iter)
     _u(N, Z)
-    nf += _any_nonfinite(Z, _US, L, o + 7 * N, n) + _any_nonfinite(Z, _US, L, o, n)
+    nf += _any_nonfinite(Z, r_u, r_u + N * _US) + _any_nonfinite(Z, r_v, r_v + N * _US)
     it_out = iters[b0:b0 + nl]
     rr_out = relres[b0:b0 + nl]
     r_rs = (o + 10 * N) * _US
@@ -880,8 +877,7 @@ def _backward_item_unrolled(R, G, corrected, max_iter, cg_tol, b0, nl, N, block,
 
 
 @njit(**_PAR)
-def implicit_backward(R, G, corrected, max_iter, cg_tol, lanes, block, chunks, dX, iters,
-                      relres, suspect):
+def implicit_backward(R, G, corrected, max_iter, cg_tol, lanes, block, chunks):
     """dX[b] = (G - u 1^T - 1 v^T) * R for every matrix of the batch, where
     (u, v) solves [[diag(r), R], [R^T, diag(c)]] [u; v] = [s_r; s_c] with
     s_r = (G*R) 1, s_c = (G*R)^T 1; r = c = 1 (``corrected`` False, the
@@ -901,17 +897,22 @@ def implicit_backward(R, G, corrected, max_iter, cg_tol, lanes, block, chunks, d
     matrix alone, so results do not depend on the thread count or the batch.
 
     The values are checked in the same pass (``_any_nonfinite``,
-    ``_any_negative``): suspect[0] counts the work items with a non-finite
+    ``_any_negative``): n_nonfinite counts the work items with a non-finite
     marginal of G*R or solution entry (NaN/inf in R or G, or an overflow),
-    suspect[1] those with a negative entry of R; dX is meaningless unless
+    n_negative those with a negative entry of R; dX is meaningless unless
     both are 0.
 
-    R, G, dX: (B, n, n); iters (B,) int64 CG iterations; relres (B,) float64
-    final relative residual; suspect (2,) int64.
+    R, G: (B, n, n), C-contiguous, one dtype.  Returns (dX, iters, relres,
+    n_nonfinite, n_negative): dX (B, n, n) of R's dtype, iters (B,) int64 CG
+    iterations, relres (B,) float64 final relative residual (allocated here:
+    fewer Python-level steps per call, which matter for small batches).
     """
     L = lanes
     B = R.shape[0]
     n = R.shape[1]
+    dX = np.empty_like(R)
+    iters = np.zeros(B, dtype=np.int64)
+    relres = np.zeros(B)
     n_items = (B + L - 1) // L
     if n <= _UNROLL_MAX:
         N = _UNROLL_MAX
@@ -947,9 +948,7 @@ def implicit_backward(R, G, corrected, max_iter, cg_tol, lanes, block, chunks, d
                                                  iters, relres)
                 n_nf += nf
                 n_neg += ng
-        suspect[0] = n_nf
-        suspect[1] = n_neg
-        return
+        return dX, iters, relres, n_nf, n_neg
     n_nf = 0
     n_neg = 0
     for t in prange(n_items):
@@ -1017,9 +1016,9 @@ def implicit_backward(R, G, corrected, max_iter, cg_tol, lanes, block, chunks, d
                 else:
                     rinv[i, c] = 1.0
                     cvec[i, c] = 1.0
-        ng = _any_negative(W.reshape(-1), L, L, 0, n * n)
-        nf = (_any_nonfinite(sr.reshape(-1), L, L, 0, n)
-              + _any_nonfinite(sc.reshape(-1), L, L, 0, n))
+        ng = _any_negative(W.reshape(-1), 0, n * n * L)
+        nf = (_any_nonfinite(sr.reshape(-1), 0, n * L)
+              + _any_nonfinite(sc.reshape(-1), 0, n * L))
         # rhs = s_c - R^T diag(rinv) s_r
         for j in range(n):
             for c in range(L):
@@ -1039,8 +1038,8 @@ def implicit_backward(R, G, corrected, max_iter, cg_tol, lanes, block, chunks, d
                     tmp[c] += W[i, j, c] * v[j, c]
             for c in range(L):
                 q[i, c] = rinv[i, c] * (sr[i, c] - tmp[c])
-        nf += (_any_nonfinite(q.reshape(-1), L, L, 0, n)
-               + _any_nonfinite(v.reshape(-1), L, L, 0, n))
+        nf += (_any_nonfinite(q.reshape(-1), 0, n * L)
+               + _any_nonfinite(v.reshape(-1), 0, n * L))
         n_nf += nf
         n_neg += ng
         for c in range(nl):
@@ -1054,8 +1053,7 @@ def implicit_backward(R, G, corrected, max_iter, cg_tol, lanes, block, chunks, d
                 ui = q[i, c]
                 for j in range(n):
                     dX[b, i, j] = (np.float64(G[b, i, j]) - ui - t1[j]) * np.float64(R[b, i, j])
-    suspect[0] = n_nf
-    suspect[1] = n_neg
+    return dX, iters, relres, n_nf, n_neg
 
 
 # --------------------------------------------------------------------------
