@@ -404,9 +404,10 @@ def _implicit_cpu(R3, G3, corrected, max_cg_iter, cg_tol, shape, return_info):
     raise the usual messages (else the overflow one)."""
     k = _cpu()
     n = R3.shape[-1]
-    dX3, iters, relres, n_nonfinite, n_negative = k.implicit_backward(
+    dX3 = np.empty_like(R3)
+    iters, relres, n_nonfinite, n_negative = k.implicit_backward(
         R3, G3, corrected, max_cg_iter, cg_tol, k.lanes_for(n), IMPLICIT_CG_BLOCK,
-        IMPLICIT_CHUNKS * numba.get_num_threads())
+        IMPLICIT_CHUNKS * numba.get_num_threads(), dX3)
     if n_nonfinite or n_negative:
         _check_values(k, R3, "R", True, False)
         _check_values(k, G3, "grad_R", False, False)

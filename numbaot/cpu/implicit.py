@@ -676,22 +676,24 @@ def _gen_u(N):
 
 
 def _gen_setup(N):
-    """Source of ``_setup_N(R, G, b0, nl, corrected, Z)`` for n == N: the
-    lane copy W of R and the marginals s_r, s_c of G*R (and, ``corrected``,
-    1 / (R 1) and R^T 1) of matrices b0 .. b0 + nl - 1 in lanes 0 .. nl-1
-    and again of the last one in lanes nl .. _UL-1; one matrix at a time in
-    memory order (the reads stream), written out for the size: no loop
-    overhead per row, sums in registers."""
+    """Source of ``_setup_N(Rf, Gf, b0, nl, corrected, Z)`` for n == N (Rf,
+    Gf: R and G flattened): the lane copy W of R and the marginals s_r, s_c
+    of G*R (and, ``corrected``, 1 / (R 1) and R^T 1) of matrices b0 .. b0 +
+    nl - 1 in lanes 0 .. nl-1 and again of the last one in lanes nl ..
+    _UL-1; one matrix at a time in memory order (the reads stream), written
+    out for the size: no loop overhead per row, sums in registers, and the
+    entries at constant offsets from one base (LLVM combines their loads)."""
     z = _zrows(N)
     S = _US
-    ln = [f"def _setup_{N}(R, G, b0, nl, corrected, Z):", f"    for c in range({_UL}):",
-          "        b = b0 + min(c, nl - 1)", "        Rb = R[b]", "        Gb = G[b]"]
+    NN = N * N
+    ln = [f"def _setup_{N}(Rf, Gf, b0, nl, corrected, Z):", f"    for c in range({_UL}):",
+          f"        e = (b0 + min(c, nl - 1)) * {NN}"]
     a = ln.append
     for i in range(N):
         for j in range(N):
-            a(f"        w{j} = np.float64(Rb[{i}, {j}])")
+            a(f"        w{j} = np.float64(Rf[e + {i * N + j}])")
             a(f"        Z[{(i * N + j) * S} + c] = w{j}")
-            a(f"        h{j} = np.float64(Gb[{i}, {j}]) * w{j}")
+            a(f"        h{j} = np.float64(Gf[e + {i * N + j}]) * w{j}")
         a(f"        Z[{(z['sr'] + i) * S} + c] = " + _sum([f"h{j}" for j in range(N)]))
         for j in range(N):
             a(f"        t{j} = h{j}" if i == 0 else f"        t{j} += h{j}")
@@ -709,20 +711,23 @@ def _gen_setup(N):
 
 
 def _gen_dx(N):
-    """Source of ``_dx_N(R, G, dX, b0, nl, Z)`` for n == N: dX[b] = (G - u 1^T
-    - 1 v^T) * R for the matrices b = b0 + c of lanes c < nl, written out for
-    the size."""
+    """Source of ``_dx_N(Rf, Gf, dXf, b0, nl, Z)`` for n == N (flattened
+    arrays): dX[b] = (G - u 1^T - 1 v^T) * R for the matrices b = b0 + c of
+    lanes c < nl, written out for the size (constant offsets from one base:
+    LLVM combines the loads and stores of a matrix into vectors)."""
     z = _zrows(N)
     S = _US
-    ln = [f"def _dx_{N}(R, G, dX, b0, nl, Z):", "    for c in range(nl):",
-          "        Rb = R[b0 + c]", "        Gb = G[b0 + c]", "        Db = dX[b0 + c]"]
+    NN = N * N
+    ln = [f"def _dx_{N}(Rf, Gf, dXf, b0, nl, Z):", "    for c in range(nl):",
+          f"        e = (b0 + c) * {NN}"]
     for j in range(N):
         ln.append(f"        v{j} = Z[{(z['v'] + j) * S} + c]")
     for i in range(N):
         ln.append(f"        ui = Z[{(z['u'] + i) * S} + c]")
         for j in range(N):
-            ln.append(f"        Db[{i}, {j}] = (np.float64(Gb[{i}, {j}]) - ui - v{j}) * "
-                      f"np.float64(Rb[{i}, {j}])")
+            q = i * N + j
+            ln.append(f"        dXf[e + {q}] = (np.float64(Gf[e + {q}]) - ui - v{j}) * "
+                      f"np.float64(Rf[e + {q}])")
     return "\n".join(ln) + "\n"
 
 
@@ -752,8 +757,8 @@ def _compile_generated():
     srcs += [_gen_switch("cg", "Z, nb, n, inv_n, max_iter"),
              _gen_switch("cg_init", "Z, n, inv_n, cg_tol"), _gen_switch("rhs", "Z"),
              _gen_switch("u", "Z"),
-             _gen_switch("setup", "R, G, b0, nl, corrected, Z", _WRITTEN_OUT_SIZES),
-             _gen_switch("dx", "R, G, dX, b0, nl, Z", _WRITTEN_OUT_SIZES)]
+             _gen_switch("setup", "Rf, Gf, b0, nl, corrected, Z", _WRITTEN_OUT_SIZES),
+             _gen_switch("dx", "Rf, Gf, dXf, b0, nl, Z", _WRITTEN_OUT_SIZES)]
     src = "\n\n".join(srcs)
     ns = {}
     exec(compile(src, __file__, "exec"), globals(), ns)
@@ -773,8 +778,8 @@ _GENERATED_SOURCE = _compile_generated()
 
 
 @njit(**_SER)
-def _backward_item_unrolled(R, G, corrected, max_iter, cg_tol, b0, nl, N, block, Z, t1, t2,
-                            dX, iters, relres):
+def _backward_item_unrolled(R, G, Rf, Gf, corrected, max_iter, cg_tol, b0, nl, N, block, Z,
+                            t1, t2, dX, dXf, iters, relres):
     """The implicit backward of matrices b0 .. b0 + nl - 1 on the _UL lanes of
     one work item (lanes nl .. _UL-1 repeat the last matrix; their results
     are dropped), with the generated kernels of the padded size N.
@@ -782,7 +787,7 @@ def _backward_item_unrolled(R, G, corrected, max_iter, cg_tol, b0, nl, N, block,
     (rows and columns n .. N-1 of W, rows n .. N-1 of rinv, cvec, s_r, s_c)
     is 0 on entry and stays 0, and whose rows 0 .. n-1 of rinv and cvec are 1
     on entry when not ``corrected`` (set once per workspace); t1, t2: (n,)
-    scratch."""
+    scratch; Rf, Gf, dXf: R, G, dX flattened (for the written-out sizes)."""
     L = _UL
     n = R.shape[1]
     o = N * N
@@ -797,7 +802,7 @@ def _backward_item_unrolled(R, G, corrected, max_iter, cg_tol, b0, nl, N, block,
     # one pass over R and G, matrix by matrix in memory order (the reads
     # stream): the lane copy W of R and the marginals of G*R (and of R)
     if n == N and N <= _WRITTEN_OUT_MAX:
-        _setup(N, R, G, b0, nl, corrected, Z)
+        _setup(N, Rf, Gf, b0, nl, corrected, Z)
     elif corrected:
         for c in range(L):
             b = b0 + min(c, nl - 1)
@@ -863,7 +868,7 @@ def _backward_item_unrolled(R, G, corrected, max_iter, cg_tol, b0, nl, N, block,
         rr_out[c] = math.sqrt(Z[r_rs + c]) / bnc if bnc > 0.0 else 0.0
     # dX = (G - u 1^T - 1 v^T) * R, matrix by matrix in memory order
     if n == N and N <= _WRITTEN_OUT_MAX:
-        _dx(N, R, G, dX, b0, nl, Z)
+        _dx(N, Rf, Gf, dXf, b0, nl, Z)
         return nf, neg
     for c in range(nl):
         b = b0 + c
@@ -877,7 +882,7 @@ def _backward_item_unrolled(R, G, corrected, max_iter, cg_tol, b0, nl, N, block,
 
 
 @njit(**_PAR)
-def implicit_backward(R, G, corrected, max_iter, cg_tol, lanes, block, chunks):
+def implicit_backward(R, G, corrected, max_iter, cg_tol, lanes, block, chunks, dX):
     """dX[b] = (G - u 1^T - 1 v^T) * R for every matrix of the batch, where
     (u, v) solves [[diag(r), R], [R^T, diag(c)]] [u; v] = [s_r; s_c] with
     s_r = (G*R) 1, s_c = (G*R)^T 1; r = c = 1 (``corrected`` False, the
@@ -902,15 +907,16 @@ def implicit_backward(R, G, corrected, max_iter, cg_tol, lanes, block, chunks):
     n_negative those with a negative entry of R; dX is meaningless unless
     both are 0.
 
-    R, G: (B, n, n), C-contiguous, one dtype.  Returns (dX, iters, relres,
-    n_nonfinite, n_negative): dX (B, n, n) of R's dtype, iters (B,) int64 CG
-    iterations, relres (B,) float64 final relative residual (allocated here:
-    fewer Python-level steps per call, which matter for small batches).
+    R, G, dX: (B, n, n), C-contiguous, one dtype (dX is allocated by the
+    caller: NumPy asks for huge pages for large arrays, and the first touch
+    of a 128 MiB output costs 12 ms instead of 45 here).  Returns (iters,
+    relres, n_nonfinite, n_negative): iters (B,) int64 CG iterations, relres
+    (B,) float64 final relative residual (allocated here: fewer Python-level
+    steps per call, which matter for small batches).
     """
     L = lanes
     B = R.shape[0]
     n = R.shape[1]
-    dX = np.empty_like(R)
     iters = np.zeros(B, dtype=np.int64)
     relres = np.zeros(B)
     n_items = (B + L - 1) // L
@@ -924,6 +930,9 @@ def implicit_backward(R, G, corrected, max_iter, cg_tol, lanes, block, chunks):
         # no result)
         n_items = (B + _UL - 1) // _UL
         n_chunks = max(1, min(chunks, n_items))
+        Rf = R.reshape(-1)
+        Gf = G.reshape(-1)
+        dXf = dX.reshape(-1)
         o = N * N
         n_nf = 0
         n_neg = 0
@@ -943,12 +952,12 @@ def implicit_backward(R, G, corrected, max_iter, cg_tol, lanes, block, chunks):
             t2 = np.empty(n)
             for t in range(th, n_items, n_chunks):
                 b0 = t * _UL
-                nf, ng = _backward_item_unrolled(R, G, corrected, max_iter, cg_tol, b0,
-                                                 min(_UL, B - b0), N, block, Z, t1, t2, dX,
-                                                 iters, relres)
+                nf, ng = _backward_item_unrolled(R, G, Rf, Gf, corrected, max_iter, cg_tol,
+                                                 b0, min(_UL, B - b0), N, block, Z, t1, t2,
+                                                 dX, dXf, iters, relres)
                 n_nf += nf
                 n_neg += ng
-        return dX, iters, relres, n_nf, n_neg
+        return iters, relres, n_nf, n_neg
     n_nf = 0
     n_neg = 0
     for t in prange(n_items):
@@ -1053,7 +1062,7 @@ def implicit_backward(R, G, corrected, max_iter, cg_tol, lanes, block, chunks):
                 ui = q[i, c]
                 for j in range(n):
                     dX[b, i, j] = (np.float64(G[b, i, j]) - ui - t1[j]) * np.float64(R[b, i, j])
-    return dX, iters, relres, n_nf, n_neg
+    return iters, relres, n_nf, n_neg
 
 
 # --------------------------------------------------------------------------
