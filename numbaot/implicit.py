@@ -324,8 +324,11 @@ def sinkhorn_operator_backward(R, grad_R, method="implicit", *, X=None, n_iter=2
         # convert, so only the kernel's own value checks remain
         shape = R.shape
         n = shape[-1]
-        return _implicit_cpu(R.reshape(-1, n, n), grad_R.reshape(-1, n, n),
-                             method == "implicit_corrected", n, cg_tol, shape, return_info)
+        if len(shape) != 3:
+            R = R.reshape(-1, n, n)
+            grad_R = grad_R.reshape(-1, n, n)
+        return _implicit_cpu(R, grad_R, method == "implicit_corrected", n, cg_tol, shape,
+                             return_info)
     dev = device_of(R=R, grad_R=grad_R, X=X)
     on_dev = dev == "cuda"
     method = _checks.check_method(method, _METHODS)
@@ -416,7 +419,7 @@ def _implicit_cpu(R3, G3, corrected, max_cg_iter, cg_tol, shape, return_info):
             "of the linear system, are not finite although R and grad_R are): "
             "rescale grad_R"
         )
-    out = dX3.reshape(shape)
+    out = dX3 if dX3.shape == shape else dX3.reshape(shape)
     if return_info:
         return out, {"cg_iters": iters.reshape(shape[:-2]),
                      "residual": relres.reshape(shape[:-2])}
