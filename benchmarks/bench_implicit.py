@@ -121,7 +121,8 @@ def main(argv=None):
     args = p.parse_args(argv)
     numbaot = C.import_numbaot("implicit")
     import numba
-    from numbaot._config import IMPLICIT_CHUNKS, IMPLICIT_UNROLL_LANES
+    from numbaot._config import IMPLICIT_CHUNKS
+    from numbaot.cpu.implicit import _US, _UNROLL_SIZES, _zrows
 
     if args.threads:
         numba.set_num_threads(args.threads)
@@ -165,10 +166,10 @@ def main(argv=None):
             m_np = peak_mem(lambda: numpy_cg_backward(R, G))
             m_de = None if args.no_dense else peak_mem(lambda: dense_backward(R, G))
             m_nb = peak_mem(lambda: numbaot.sinkhorn_operator_backward(R, G))
-            if n <= 16:   # generated kernels: n padded to N, IMPLICIT_CHUNKS workspaces
-                N = min(sz for sz in (4, 8, 12, 16) if sz >= n)   # per thread
-                ws = (IMPLICIT_CHUNKS * numba.get_num_threads()
-                      * (N * N + 10 * N + 8) * (IMPLICIT_UNROLL_LANES + 8) * 8)
+            if n <= max(_UNROLL_SIZES):   # generated kernels: n padded to N,
+                N = min(sz for sz in _UNROLL_SIZES if sz >= n)   # IMPLICIT_CHUNKS
+                ws = (IMPLICIT_CHUNKS * numba.get_num_threads()   # workspaces per thread
+                      * _zrows(N)["rows"] * _US * 8)
             else:
                 ws = numba.get_num_threads() * 32 * (n * n + 12 * n + 8) * 8
             mem_rows.append([f"{B} x {n}", np.dtype(dt).name, R.nbytes / 2**20,

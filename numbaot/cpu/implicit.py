@@ -453,7 +453,7 @@ def _cg_lanes(W, rinv, cvec, rhs, x, res, p, Ap, q, max_iter, cg_tol,
 # (n < N) are 0, so the padded entries of every vector stay 0 and add exact
 # zeros to the sums; the projection's mean divides by n and is subtracted
 # from the first n entries only.  The workspace starts on a 64-byte boundary
-# (NumPy-style allocations are only 32-byte aligned): with rows a multiple of
+# (Numba's allocations are only 32-byte aligned): with rows a multiple of
 # 8 slots long, a block's 8 lanes of a row are one cache line, not two
 # (otherwise W of an 8-lane block takes all of a 32 KiB L1 at N = 16 and the
 # CG runs at half speed).
@@ -512,8 +512,8 @@ def _gen_cg(N):
     nb is a multiple of 8 (8 at N >= 12: one AVX-512 vector of float64
     lanes) and a run-time value: LLVM would fully unroll a constant trip
     count of 8 into scalar code.  The lanes' W (N N rows of 64 bytes: 16 KiB
-    at N = 16) then stays in L1 for the whole CG.  N <= _CG_ONE_SWEEP_MAX: one loop per iteration, p, Ap and a
-    row of W in registers (W read once).  Larger N: that would need 3 N
+    at N = 16) then stays in L1 for the whole CG.  N <= _CG_ONE_SWEEP_MAX:
+    one loop per iteration, p, Ap and a row of W in registers (W read once).  Larger N: that would need 3 N
     vector registers (AVX-512 has 32) and spills, so the iteration is four
     loops over the lanes, the values flowing through Z: q = rinv * (W p)
     (p in registers), Ap = cvec * p - W^T q (q in registers) with the sums
@@ -560,7 +560,8 @@ def _gen_cg(N):
         for j in range(N):
             a(f"{I3}p{j} = {at('p', j)}")
         for i in range(N):
-            a(f"{I3}{at('q', i)} = {at('rinv', i)} * " + _sum([f"{w(i, j)} * p{j}" for j in range(N)]))
+            a(f"{I3}{at('q', i)} = {at('rinv', i)} * "
+              + _sum([f"{w(i, j)} * p{j}" for j in range(N)]))
         a("        for c in range(nb):")
         for i in range(N):
             a(f"{I3}q{i} = {at('q', i)}")
@@ -787,7 +788,10 @@ def _backward_item_unrolled(R, G, Rf, Gf, corrected, max_iter, cg_tol, b0, nl, N
     (rows and columns n .. N-1 of W, rows n .. N-1 of rinv, cvec, s_r, s_c)
     is 0 on entry and stays 0, and whose rows 0 .. n-1 of rinv and cvec are 1
     on entry when not ``corrected`` (set once per workspace); t1, t2: (n,)
-    scratch; Rf, Gf, dXf: R, G, dX flattened (for the written-out sizes)."""
+    scratch; Rf, Gf, dXf: R, G, dX flattened, for the written-out sizes (the
+    generic loops index R, G, dX in 3-D: with flat indices LLVM vectorises
+    their row loop around the scattered stores into Z, 35 % slower at
+    65536 x 16)."""
     L = _UL
     n = R.shape[1]
     o = N * N
