@@ -8,8 +8,10 @@ in-tree package is imported) that times, in order:
     200x200 float64 problem (numItermax=100, stopThr=0)
 (c) the first ``numbaot.sinkhorn(..., method='sinkhorn_log')``
 (d) a second call of each (steady state)
-plus, as extras, the first float32 call and the first paired-batch call
-(2-D a, b of 20 histograms).
+plus, as extras, the first float32 call, the first paired-batch call (2-D a,
+b of 20 histograms), and (numbaot only) the first
+``sinkhorn_operator_backward`` on 64 matrices of n = 16, then of n = 4 (its
+kernels are compiled per padded size).
 
 The subprocess is run ``--runs`` times (default 2).  By default every run
 gets the same fresh, empty ``NUMBA_CACHE_DIR`` (a temporary folder), so run 1
@@ -85,6 +87,14 @@ timed("second_sinkhorn_log", lambda: lib.sinkhorn(a, b, M, REG, method="sinkhorn
 timed("first_sinkhorn_f32", lambda: lib.sinkhorn(a32, b32, M32, REG, method="sinkhorn", **KW))
 if {batch}:
     timed("first_batch", lambda: lib.sinkhorn2(aB, bB, MB, REG, method="sinkhorn", **KW))
+if hasattr(lib, "sinkhorn_operator_backward"):
+    # the implicit backward's kernels are compiled per padded size: the first
+    # call at n = 16, then the first at n = 4 (64 matrices each)
+    for n_op in (16, 4):
+        rng = np.random.default_rng(1)
+        R_op = lib.sinkhorn_operator(rng.uniform(0, 4, (64, n_op, n_op)), n_iter=30)
+        G_op = rng.standard_normal((64, n_op, n_op))
+        timed(f"first_backward_{n_op}", lambda: lib.sinkhorn_operator_backward(R_op, G_op))
 print("RESULT " + json.dumps(T))
 '''
 
@@ -96,6 +106,8 @@ COLUMNS = [
     ("second_sinkhorn_log", "2nd sinkhorn_log (ms)"),
     ("first_sinkhorn_f32", "1st sinkhorn f32 (ms)"),
     ("first_batch", "1st paired batch (ms)"),
+    ("first_backward_16", "1st operator backward n=16 (ms)"),
+    ("first_backward_4", "then 1st at n=4 (ms)"),
 ]
 
 

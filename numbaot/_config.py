@@ -122,8 +122,9 @@ CUDA_FUSED_MAX_ENTRIES = 1 << 16
 # --------------------------------------------------------------------------
 #: CPU implicit backward: matrices with n <= max of these run the generated
 #: register-blocked CG kernels, n padded up to the next size listed (each size
-#: is one compiled specialisation: more sizes, less padding, longer first
-#: compilation); larger n run the generic lane kernels.
+#: is one compiled specialisation, compiled on the first call at that size:
+#: more sizes, less padding, more first calls that compile); larger n run the
+#: generic lane kernels.
 IMPLICIT_UNROLL_SIZES = (4, 8, 12, 16)
 
 #: CPU implicit backward, generated kernels: matrices per work item, side by

@@ -11,11 +11,11 @@ Conventions shared by every kernel here
   (batch-minor): every inner loop runs over the lanes and vectorises, with
   no horizontal reductions and no per-matrix overhead even for n = 4.  The
   implicit backward for n <= 16 runs generated straight-line kernels, one
-  per padded size, on the same layout (see "implicit backward,
-  register-blocked" below).  Lanes
-  never mix: a lane's arithmetic is exactly that of its matrix alone (lanes
-  that stop early are frozen, not averaged), so results are bit-identical
-  for any thread count and any batch composition.
+  per padded size, on the same layout, each size compiled on its first use
+  (see "implicit backward, register-blocked" below).  Lanes never mix: a
+  lane's arithmetic is exactly that of its matrix alone (lanes that stop
+  early are frozen, not averaged), so results are bit-identical for any
+  thread count and any batch composition.
 * Log-domain scalings: R = exp(X + f 1^T + 1 g^T).  One Sinkhorn iteration is a
   row normalisation f_i <- -LSE_j(X_ij + g_j) followed by a column
   normalisation g_j <- -LSE_i(X_ij + f_i) (Mena et al. 2018, Gumbel-Sinkhorn,
@@ -24,6 +24,7 @@ Conventions shared by every kernel here
   pass per iteration; a sum below ``_SUM_FLOOR`` (possible only for |X|
   spreads beyond ~460) is recomputed with the exact max.
 """
+import inspect
 import math
 
 import numpy as np
@@ -513,7 +514,8 @@ def _gen_cg(N):
     lanes) and a run-time value: LLVM would fully unroll a constant trip
     count of 8 into scalar code.  The lanes' W (N N rows of 64 bytes: 16 KiB
     at N = 16) then stays in L1 for the whole CG.  N <= _CG_ONE_SWEEP_MAX:
-    one loop per iteration, p, Ap and a row of W in registers (W read once).  Larger N: that would need 3 N
+    one loop per iteration, p, Ap and a row of W in registers (W read
+    once).  Larger N: that would need 3 N
     vector registers (AVX-512 has 32) and spills, so the iteration is four
     loops over the lanes, the values flowing through Z: q = rinv * (W p)
     (p in registers), Ap = cvec * p - W^T q (q in registers) with the sums
@@ -732,17 +734,12 @@ def _gen_dx(N):
     return "\n".join(ln) + "\n"
 
 
-def _gen_switch(name, args, sizes=None):
-    """Source of ``_name(N, args)``: calls ``_name_N(args)`` for the N of
-    ``sizes`` (default IMPLICIT_UNROLL_SIZES; a chain of constant
-    comparisons)."""
-    sizes = _UNROLL_SIZES if sizes is None else sizes
-    ln = [f"def _{name}(N, {args}):"]
-    for k, N in enumerate(sizes):
-        ln.append(f"    {'if' if k == 0 else 'elif'} N == {N}:")
-        ln.append(f"        return _{name}_{N}({args})")
-    ln.append(f"    return _{name}_{sizes[0]}({args})")
-    return "\n".join(ln) + "\n"
+def _gen_at(name, args, N, target=None):
+    """Source of ``_name_at_N(N, args)``, which calls ``_target(args)``
+    (default ``_name_N``; None: does nothing): the size-N binding of the
+    name ``_name`` used by the work-item function (``_compile_for_size``)."""
+    call = "None" if target is None else f"_{target}({args})"
+    return f"def _{name}_at_{N}(N, {args}):\n    return {call}\n"
 
 
 def _compile_generated():
@@ -753,13 +750,15 @@ def _compile_generated():
     srcs = []
     for N in _UNROLL_SIZES:
         srcs += [_gen_cg(N), _gen_cg_init(N), _gen_rhs(N), _gen_u(N)]
-    for N in _WRITTEN_OUT_SIZES:
-        srcs += [_gen_setup(N), _gen_dx(N)]
-    srcs += [_gen_switch("cg", "Z, nb, n, inv_n, max_iter"),
-             _gen_switch("cg_init", "Z, n, inv_n, cg_tol"), _gen_switch("rhs", "Z"),
-             _gen_switch("u", "Z"),
-             _gen_switch("setup", "Rf, Gf, b0, nl, corrected, Z", _WRITTEN_OUT_SIZES),
-             _gen_switch("dx", "Rf, Gf, dXf, b0, nl, Z", _WRITTEN_OUT_SIZES)]
+        srcs += [_gen_at("cg", "Z, nb, n, inv_n, max_iter", N, f"cg_{N}"),
+                 _gen_at("cg_init", "Z, n, inv_n, cg_tol", N, f"cg_init_{N}"),
+                 _gen_at("rhs", "Z", N, f"rhs_{N}"), _gen_at("u", "Z", N, f"u_{N}")]
+        written = N in _WRITTEN_OUT_SIZES
+        if written:
+            srcs += [_gen_setup(N), _gen_dx(N)]
+        srcs += [_gen_at("setup", "Rf, Gf, b0, nl, corrected, Z", N,
+                         f"setup_{N}" if written else None),
+                 _gen_at("dx", "Rf, Gf, dXf, b0, nl, Z", N, f"dx_{N}" if written else None)]
     src = "\n\n".join(srcs)
     ns = {}
     exec(compile(src, __file__, "exec"), globals(), ns)
@@ -778,12 +777,13 @@ _WRITTEN_OUT_MAX = _WRITTEN_OUT_SIZES[-1]
 _GENERATED_SOURCE = _compile_generated()
 
 
-@njit(**_SER)
 def _backward_item_unrolled(R, G, Rf, Gf, corrected, max_iter, cg_tol, b0, nl, N, block, Z,
                             t1, t2, dX, dXf, iters, relres):
     """The implicit backward of matrices b0 .. b0 + nl - 1 on the _UL lanes of
     one work item (lanes nl .. _UL-1 repeat the last matrix; their results
-    are dropped), with the generated kernels of the padded size N.
+    are dropped), with the generated kernels of the padded size N.  A
+    template, compiled once per size by ``_compile_for_size`` (there the
+    names ``_cg``, ``_rhs``, ... are those of size N alone).
     Z: ((N N + 10 N + 8) _US,) float64 workspace (``_zrows``) whose padding
     (rows and columns n .. N-1 of W, rows n .. N-1 of rinv, cvec, s_r, s_c)
     is 0 on entry and stays 0, and whose rows 0 .. n-1 of rinv and cvec are 1
@@ -885,83 +885,60 @@ def _backward_item_unrolled(R, G, Rf, Gf, corrected, max_iter, cg_tol, b0, nl, N
     return nf, neg
 
 
+def _implicit_unrolled(R, G, corrected, max_iter, cg_tol, N, block, chunks, dX):
+    """``implicit_backward`` for n <= N, N in IMPLICIT_UNROLL_SIZES (the
+    padded size): work items of _UL matrices on ``chunks`` workspaces.  A
+    template: ``_compile_for_size(N)`` compiles it with the size-N kernels
+    only."""
+    B = R.shape[0]
+    n = R.shape[1]
+    iters = np.zeros(B, dtype=np.int64)
+    relres = np.zeros(B)
+    # ``chunks`` workspaces, each serving every n_chunks-th work item
+    # (items are independent: which chunk or thread runs an item changes
+    # no result)
+    n_items = (B + _UL - 1) // _UL
+    n_chunks = max(1, min(chunks, n_items))
+    Rf = R.reshape(-1)
+    Gf = G.reshape(-1)
+    dXf = dX.reshape(-1)
+    o = N * N
+    n_nf = 0
+    n_neg = 0
+    for th in prange(n_chunks):
+        # spare slots c >= _UL stay 0; rows start on a cache line (_US
+        # is a multiple of 8), so a CG block's 8 lanes of a row are one
+        # line: 16 KiB of W in L1 at N = 16, not 32
+        Zraw = np.zeros((o + 10 * N + 8) * _US + 8)
+        a0 = (-(Zraw.ctypes.data % 64) % 64) // 8
+        Z = Zraw[a0:a0 + (o + 10 * N + 8) * _US]
+        if not corrected:   # rinv = cvec = 1 (rows n .. N-1 stay 0)
+            for k in range(2):
+                for i in range(n):
+                    for c in range(_UL):
+                        Z[(o + (3 + k) * N + i) * _US + c] = 1.0
+        t1 = np.empty(n)
+        t2 = np.empty(n)
+        for t in range(th, n_items, n_chunks):
+            b0 = t * _UL
+            nf, ng = _backward_item_unrolled(R, G, Rf, Gf, corrected, max_iter, cg_tol,
+                                             b0, min(_UL, B - b0), N, block, Z, t1, t2,
+                                             dX, dXf, iters, relres)
+            n_nf += nf
+            n_neg += ng
+    return iters, relres, n_nf, n_neg
+
+
 @njit(**_PAR)
-def implicit_backward(R, G, corrected, max_iter, cg_tol, lanes, block, chunks, dX):
-    """dX[b] = (G - u 1^T - 1 v^T) * R for every matrix of the batch, where
-    (u, v) solves [[diag(r), R], [R^T, diag(c)]] [u; v] = [s_r; s_c] with
-    s_r = (G*R) 1, s_c = (G*R)^T 1; r = c = 1 (``corrected`` False, the
-    doubly-stochastic system [[I, R], [R^T, I]]) or r, c the actual row and
-    column sums of R (``corrected`` True).  v is the solution in 1-perp of the
-    Schur complement system (diag(c) - R^T diag(r)^-1 R) v = s_c - R^T
-    diag(r)^-1 s_r (projected CG from v0 = 0: rhs and every A p projected onto
-    1-perp; a lane stops when ||res||_2 <= cg_tol ||rhs||_2, after max_iter
-    iterations, or at p^T A p <= 0), u = diag(r)^-1 (s_r - R v); a zero row
-    sum gives r_i^-1 := 0 (that row of dX is 0 anyway).
-
-    n <= max(IMPLICIT_UNROLL_SIZES): the generated register-blocked kernels
-    (``_backward_item_unrolled``, work items of IMPLICIT_UNROLL_LANES
-    matrices, CG on blocks of at least ``block`` lanes, ``chunks``
-    workspaces; ``lanes`` is not used); larger n: ``_cg_lanes`` on work items
-    of ``lanes`` matrices.  Either way each lane's arithmetic is that of its
-    matrix alone, so results do not depend on the thread count or the batch.
-
-    The values are checked in the same pass (``_any_nonfinite``,
-    ``_any_negative``): n_nonfinite counts the work items with a non-finite
-    marginal of G*R or solution entry (NaN/inf in R or G, or an overflow),
-    n_negative those with a negative entry of R; dX is meaningless unless
-    both are 0.
-
-    R, G, dX: (B, n, n), C-contiguous, one dtype (dX is allocated by the
-    caller: NumPy asks for huge pages for large arrays, and the first touch
-    of a 128 MiB output costs 12 ms instead of 45 here).  Returns (iters,
-    relres, n_nonfinite, n_negative): iters (B,) int64 CG iterations, relres
-    (B,) float64 final relative residual (allocated here: fewer Python-level
-    steps per call, which matter for small batches).
-    """
+def _implicit_lanes(R, G, corrected, max_iter, cg_tol, lanes, dX):
+    """``implicit_backward`` for n > max(IMPLICIT_UNROLL_SIZES): ``_cg_lanes``
+    on work items of ``lanes`` matrices."""
     L = lanes
     B = R.shape[0]
     n = R.shape[1]
     iters = np.zeros(B, dtype=np.int64)
     relres = np.zeros(B)
     n_items = (B + L - 1) // L
-    if n <= _UNROLL_MAX:
-        N = _UNROLL_MAX
-        for sz in _UNROLL_SIZES:
-            if sz >= n:
-                N = min(N, sz)
-        # ``chunks`` workspaces, each serving every n_chunks-th work item
-        # (items are independent: which chunk or thread runs an item changes
-        # no result)
-        n_items = (B + _UL - 1) // _UL
-        n_chunks = max(1, min(chunks, n_items))
-        Rf = R.reshape(-1)
-        Gf = G.reshape(-1)
-        dXf = dX.reshape(-1)
-        o = N * N
-        n_nf = 0
-        n_neg = 0
-        for th in prange(n_chunks):
-            # spare slots c >= _UL stay 0; rows start on a cache line (_US
-            # is a multiple of 8), so a CG block's 8 lanes of a row are one
-            # line: 16 KiB of W in L1 at N = 16, not 32
-            Zraw = np.zeros((o + 10 * N + 8) * _US + 8)
-            a0 = (-(Zraw.ctypes.data % 64) % 64) // 8
-            Z = Zraw[a0:a0 + (o + 10 * N + 8) * _US]
-            if not corrected:   # rinv = cvec = 1 (rows n .. N-1 stay 0)
-                for k in range(2):
-                    for i in range(n):
-                        for c in range(_UL):
-                            Z[(o + (3 + k) * N + i) * _US + c] = 1.0
-            t1 = np.empty(n)
-            t2 = np.empty(n)
-            for t in range(th, n_items, n_chunks):
-                b0 = t * _UL
-                nf, ng = _backward_item_unrolled(R, G, Rf, Gf, corrected, max_iter, cg_tol,
-                                                 b0, min(_UL, B - b0), N, block, Z, t1, t2,
-                                                 dX, dXf, iters, relres)
-                n_nf += nf
-                n_neg += ng
-        return iters, relres, n_nf, n_neg
     n_nf = 0
     n_neg = 0
     for t in prange(n_items):
@@ -1067,6 +1044,71 @@ def implicit_backward(R, G, corrected, max_iter, cg_tol, lanes, block, chunks, d
                 for j in range(n):
                     dX[b, i, j] = (np.float64(G[b, i, j]) - ui - t1[j]) * np.float64(R[b, i, j])
     return iters, relres, n_nf, n_neg
+
+
+def _compile_for_size(N):
+    """``_implicit_unrolled`` and ``_backward_item_unrolled`` compiled
+    again (as ``_implicit_unrolled_N``, ``_backward_item_unrolled_N``), with
+    the names of the generated kernels bound to those of size N alone
+    (``_gen_at``): the first call at one size compiles that size's kernels
+    only (on 2 cores 23 s at n = 16, 10 s at n = 4; one kernel for all four
+    sizes took 70-75 s, BENCHMARKS.md).  The templates' code, compiled in a
+    smaller context (LLVM may inline and round differently: results can
+    move by an ulp against the all-sizes build).  Same file and line
+    numbers, distinct names: Numba's disk cache keeps each size apart."""
+    ns = dict(globals())
+    for name in ("cg", "cg_init", "rhs", "u", "setup", "dx"):
+        ns["_" + name] = globals()[f"_{name}_at_{N}"]
+    for fn, opts in ((_backward_item_unrolled, _SER), (_implicit_unrolled, _PAR)):
+        name = fn.__name__
+        src = inspect.getsource(fn).replace(f"def {name}(", f"def {name}_{N}(", 1)
+        src = "\n" * (fn.__code__.co_firstlineno - 1) + src
+        exec(compile(src, __file__, "exec"), ns)
+        ns[name] = njit(**opts)(ns[f"{name}_{N}"])
+    return ns["_implicit_unrolled"]
+
+
+_UNROLLED_KERNELS = {N: _compile_for_size(N) for N in _UNROLL_SIZES}
+
+
+def implicit_backward(R, G, corrected, max_iter, cg_tol, lanes, block, chunks, dX):
+    """dX[b] = (G - u 1^T - 1 v^T) * R for every matrix of the batch, where
+    (u, v) solves [[diag(r), R], [R^T, diag(c)]] [u; v] = [s_r; s_c] with
+    s_r = (G*R) 1, s_c = (G*R)^T 1; r = c = 1 (``corrected`` False, the
+    doubly-stochastic system [[I, R], [R^T, I]]) or r, c the actual row and
+    column sums of R (``corrected`` True).  v is the solution in 1-perp of the
+    Schur complement system (diag(c) - R^T diag(r)^-1 R) v = s_c - R^T
+    diag(r)^-1 s_r (projected CG from v0 = 0: rhs and every A p projected onto
+    1-perp; a lane stops when ||res||_2 <= cg_tol ||rhs||_2, after max_iter
+    iterations, or at p^T A p <= 0), u = diag(r)^-1 (s_r - R v); a zero row
+    sum gives r_i^-1 := 0 (that row of dX is 0 anyway).
+
+    n <= max(IMPLICIT_UNROLL_SIZES): the generated register-blocked kernels
+    of the padded size N (``_implicit_unrolled_N``: work items of
+    IMPLICIT_UNROLL_LANES matrices, CG on blocks of at least ``block``
+    lanes, ``chunks`` workspaces; ``lanes`` is not used); larger n:
+    ``_implicit_lanes``, ``_cg_lanes`` on work items of ``lanes``
+    matrices.  Either way each lane's arithmetic is that of its
+    matrix alone, so results do not depend on the thread count or the batch.
+
+    The values are checked in the same pass (``_any_nonfinite``,
+    ``_any_negative``): n_nonfinite counts the work items with a non-finite
+    marginal of G*R or solution entry (NaN/inf in R or G, or an overflow),
+    n_negative those with a negative entry of R; dX is meaningless unless
+    both are 0.
+
+    R, G, dX: (B, n, n), C-contiguous, one dtype (dX is allocated by the
+    caller: NumPy asks for huge pages for large arrays, and the first touch
+    of a 128 MiB output costs 12 ms instead of 45 here).  Returns (iters,
+    relres, n_nonfinite, n_negative): iters (B,) int64 CG iterations, relres
+    (B,) float64 final relative residual (allocated here: fewer Python-level
+    steps per call, which matter for small batches).
+    """
+    n = R.shape[1]
+    if n <= _UNROLL_MAX:
+        N = min(sz for sz in _UNROLL_SIZES if sz >= n)
+        return _UNROLLED_KERNELS[N](R, G, corrected, max_iter, cg_tol, N, block, chunks, dX)
+    return _implicit_lanes(R, G, corrected, max_iter, cg_tol, lanes, dX)
 
 
 # --------------------------------------------------------------------------
