@@ -1069,6 +1069,8 @@ def _compile_for_size(N):
 
 
 _UNROLLED_KERNELS = {N: _compile_for_size(N) for N in _UNROLL_SIZES}
+#: the padded size of n = 0 .. max(IMPLICIT_UNROLL_SIZES)
+_PADDED = tuple(min(N for N in _UNROLL_SIZES if N >= n) for n in range(_UNROLL_MAX + 1))
 
 
 def implicit_backward(R, G, corrected, max_iter, cg_tol, lanes, block, chunks, dX):
@@ -1106,7 +1108,7 @@ def implicit_backward(R, G, corrected, max_iter, cg_tol, lanes, block, chunks, d
     """
     n = R.shape[1]
     if n <= _UNROLL_MAX:
-        N = min(sz for sz in _UNROLL_SIZES if sz >= n)
+        N = _PADDED[n]
         return _UNROLLED_KERNELS[N](R, G, corrected, max_iter, cg_tol, N, block, chunks, dX)
     return _implicit_lanes(R, G, corrected, max_iter, cg_tol, lanes, dX)
 
