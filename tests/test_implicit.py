@@ -175,6 +175,29 @@ def test_backward_thread_count_independent(rng):
 # ---------------------------------------------------------------------------
 # implicit backward
 # ---------------------------------------------------------------------------
+def test_each_padded_size_has_its_own_kernel():
+    # The first call at one size must compile that size's generated kernels
+    # only (compiling all sizes took 75 s): each size's parallel kernel sees,
+    # through its work-item function, the bindings of its own size alone.
+    from numbaot.cpu import implicit as k
+    sizes = k._UNROLL_SIZES
+    assert [k._PADDED[n] for n in range(1, sizes[-1] + 1)] == [
+        min(N for N in sizes if N >= n) for n in range(1, sizes[-1] + 1)]
+    for N, kernel in k._UNROLLED_KERNELS.items():
+        item = kernel.py_func.__globals__["_backward_item_unrolled"]
+        assert item.py_func.__name__ == f"_backward_item_unrolled_{N}"
+        names = item.py_func.__globals__
+        for name in ("cg", "cg_init", "rhs", "u", "setup", "dx"):
+            bound = names["_" + name]
+            assert bound.py_func.__name__ == f"_{name}_at_{N}"
+            # the binding calls size N's kernel (or nothing: setup/dx are
+            # written out for small N only)
+            called = [v for v in bound.py_func.__code__.co_names if v.startswith("_")]
+            assert called in ([f"_{name}_{N}"], []), (N, name, called)
+            if called:
+                assert called[0] in bound.py_func.__globals__
+
+
 @pytest.mark.parametrize("n, B", [(2, 6), (4, 6), (4, 130), (8, 70), (9, 6), (12, 65),
                                   (13, 6), (16, 6), (16, 129), (40, 6)])
 def test_implicit_matches_lstsq(rng, n, B):
