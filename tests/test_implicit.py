@@ -181,8 +181,9 @@ def test_each_padded_size_has_its_own_kernel():
     # through its work-item function, the bindings of its own size alone.
     from numbaot.cpu import implicit as k
     sizes = k._UNROLL_SIZES
-    assert [k._PADDED[n] for n in range(1, sizes[-1] + 1)] == [
-        min(N for N in sizes if N >= n) for n in range(1, sizes[-1] + 1)]
+    for n in range(1, sizes[-1] + 1):   # the smallest listed size >= n
+        N = k._PADDED[n]
+        assert N in sizes and N >= n and not [s for s in sizes if n <= s < N]
     for N, kernel in k._UNROLLED_KERNELS.items():
         item = kernel.py_func.__globals__["_backward_item_unrolled"]
         assert item.py_func.__name__ == f"_backward_item_unrolled_{N}"
