@@ -92,11 +92,19 @@ def check_method(method, allowed):
     return method.lower()
 
 
-def result_dtype(*arrays):
-    """float32 when every non-empty input is float32 (or narrower), else float64."""
-    dts = [x.dtype for x in arrays if x.size > 0]
-    dt = np.result_type(*dts, np.float32) if dts else np.dtype(np.float64)
+def float_dtype_of(*dtypes):
+    """float32 when every dtype is float32 (or narrower), else float64 (and
+    float64 for none)."""
+    dt = np.result_type(*dtypes, np.float32) if dtypes else np.dtype(np.float64)
     return np.dtype(np.float32) if dt == np.float32 else np.dtype(np.float64)
+
+
+def result_dtype(*arrays):
+    """float32 when every non-empty input is float32 (or narrower), else
+    float64: empty inputs do not vote (POT's empty a, b mean uniform
+    weights).  Where an empty array's dtype must count (an empty batch),
+    use :func:`float_dtype_of` on the dtypes."""
+    return float_dtype_of(*(x.dtype for x in arrays if x.size > 0))
 
 
 @dataclass

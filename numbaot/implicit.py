@@ -60,7 +60,8 @@ def _cuda():
 
 
 def _float_dtype(*arrays):
-    return _checks.result_dtype(*arrays)
+    # every array votes, empty ones too: an empty float32 batch gives float32
+    return _checks.float_dtype_of(*(x.dtype for x in arrays))
 
 
 def _host_batch(x, dtype):
@@ -309,6 +310,9 @@ def sinkhorn_operator_backward(R, grad_R, method="implicit", *, X=None, n_iter=2
 
     Computation in float64 whatever the input dtype; per matrix O(n^2) memory
     (implicit) or O(n^2 + n_iter n) (unrolled) in per-thread workspaces.
+    The CPU kernels of the implicit methods for n <= 16 are generated per
+    padded size (4, 8, 12, 16): the first call at a size compiles that
+    size's kernels (10-25 s on 2 cores), cached on disk afterwards.
     *CUDA.*  Device arrays run the mirror kernels (one warp per matrix for
     ``_config.CUDA_IMPLICIT_WARP_MIN_N`` <= n <= 64, else one thread per
     matrix; the unrolled backward one thread per matrix with its scalings

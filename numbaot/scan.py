@@ -57,7 +57,7 @@ carries, rescan of every tile).
 import numpy as np
 
 from . import _checks, _dispatch
-from ._checks import result_dtype
+from ._checks import float_dtype_of
 
 __all__ = [
     "discounted_cumsum_right",
@@ -132,7 +132,7 @@ def _scan(x, gamma, dones, reverse, name="x"):
     on_dev = device == "cuda"
     backend = _backend(device)
     x = _checks.as_scan_array(x, name, on_device=on_dev)
-    dtype = result_dtype(np.empty(1, dtype=x.dtype))
+    dtype = float_dtype_of(x.dtype)
     xf, B, N = _as_2d(x, on_dev, dtype)
     g, per_row = _checks.check_discount(gamma, B, "gamma", on_device=on_dev)
     d = _flat_dones(_checks.check_dones(dones, x.shape, "dones", on_device=on_dev), on_dev)
@@ -240,7 +240,7 @@ def _backward(grad_output, output, gamma, dones, reverse):
             f"output must have the shape of grad_output; got output.shape = {tuple(y.shape)} "
             f"and grad_output.shape = {tuple(go.shape)}"
         )
-    dtype = result_dtype(np.empty(1, dtype=go.dtype), np.empty(1, dtype=y.dtype))
+    dtype = float_dtype_of(go.dtype, y.dtype)
     gof, B, N = _as_2d(go, on_dev, dtype)
     yf, _, _ = _as_2d(y, on_dev, dtype)
     g, per_row = _checks.check_discount(gamma, B, "gamma", on_device=on_dev)
@@ -399,7 +399,7 @@ def gae(rewards, values, dones, gamma, lam, last_value=None):
             f"values must have N + 1 = {N + 1} (with V(s_N)) or N = {N} entries per row; "
             f"got values.shape = {tuple(v.shape)}"
         )
-    dtype = result_dtype(np.empty(1, dtype=r.dtype), np.empty(1, dtype=v.dtype))
+    dtype = float_dtype_of(r.dtype, v.dtype)
     rf, B, _ = _as_2d(r, on_dev, dtype)
     vf, _, _ = _as_2d(v, on_dev, dtype)
     g, _ = _checks.check_discount(gamma, B, "gamma", on_device=on_dev)

@@ -430,6 +430,20 @@ def test_caller_arrays_unmodified(rng):
     np.testing.assert_array_equal(R, R0)
 
 
+@pytest.mark.parametrize("shape", [(0, 4, 4), (0, 20, 20), (3, 0, 16, 16)])
+def test_backward_empty_batch(shape):
+    # no matrices: empty results of the right shape and dtype, for every
+    # method and both kernel families (n <= 16 generated, n > 16 generic)
+    R = np.zeros(shape, dtype=np.float32)
+    for method in ("implicit", "implicit_corrected"):
+        d, info = sinkhorn_operator_backward(R, R, method, return_info=True)
+        assert d.shape == shape and d.dtype == np.float32
+        assert info["cg_iters"].shape == info["residual"].shape == shape[:-2]
+    d = sinkhorn_operator_backward(R, R, "unrolled", X=R)
+    assert d.shape == shape and d.dtype == np.float32
+    assert sinkhorn_operator(R).dtype == np.float32
+
+
 @pytest.mark.parametrize("method", ["implicit", "implicit_corrected"])
 def test_input_forms_agree(rng, method):
     # C-contiguous float arrays of one dtype skip the conversions; every other

@@ -685,7 +685,8 @@ def _gen_setup(N):
     nl - 1 in lanes 0 .. nl-1 and again of the last one in lanes nl ..
     _UL-1; one matrix at a time in memory order (the reads stream), written
     out for the size: no loop overhead per row, sums in registers, and the
-    entries at constant offsets from one base (LLVM combines their loads)."""
+    entries at constant offsets from one base (one index computation per
+    matrix; still scalar code: Numba does not run LLVM's SLP vectoriser)."""
     z = _zrows(N)
     S = _US
     NN = N * N
@@ -717,7 +718,7 @@ def _gen_dx(N):
     """Source of ``_dx_N(Rf, Gf, dXf, b0, nl, Z)`` for n == N (flattened
     arrays): dX[b] = (G - u 1^T - 1 v^T) * R for the matrices b = b0 + c of
     lanes c < nl, written out for the size (constant offsets from one base:
-    LLVM combines the loads and stores of a matrix into vectors)."""
+    one index computation per matrix; scalar code, as ``_gen_setup``)."""
     z = _zrows(N)
     S = _US
     NN = N * N
