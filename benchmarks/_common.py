@@ -62,6 +62,40 @@ def time_call(fn, repeats=5, warmup=1, max_time=None):
     }
 
 
+def time_pair(fa, fb, repeats=5, warmup=1, max_time=None):
+    """Time ``fa()`` and ``fb()`` alternately (a, b, a, b, ...), so that a
+    slow or fast phase of the machine falls on both alike.
+
+    Returns ``(ta, tb, ratios)``: ``ta`` and ``tb`` as ``time_call`` returns
+    them (``best``, ``median``, ``all``, ``result``) and ``ratios`` the
+    per-pair ``tb / ta`` (``len == repeats``).  With ``max_time`` (s) the
+    number of pairs is cut (to no fewer than 2) when the warm-up calls say
+    they would take longer.
+    """
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        t_warm = 0.0
+        for _ in range(warmup):
+            t0 = time.perf_counter()
+            fa()
+            fb()
+            t_warm = time.perf_counter() - t0
+        if max_time is not None and warmup and t_warm * repeats > max_time:
+            repeats = max(2, min(repeats, int(max_time / max(t_warm, 1e-9))))
+        out = ({"all": []}, {"all": []})
+        for _ in range(repeats):
+            for fn, rec in zip((fa, fb), out):
+                gc.collect()
+                t0 = time.perf_counter()
+                rec["result"] = fn()
+                rec["all"].append(time.perf_counter() - t0)
+    for rec in out:
+        rec["best"] = min(rec["all"])
+        rec["median"] = statistics.median(rec["all"])
+    ratios = [b / a for a, b in zip(out[0]["all"], out[1]["all"])]
+    return out[0], out[1], ratios
+
+
 def per_iteration(make_fn, n1, n2, repeats=5, warmup=1, max_time=None):
     """Per-iteration cost from two iteration counts.
 

@@ -15,6 +15,7 @@ import numba
 
 __all__ = [
     "num_threads",
+    "threads_at_most",
     "CudaUnavailableError",
     "is_device_array",
     "device_of",
@@ -52,6 +53,22 @@ def num_threads(n):
         yield
     finally:
         numba.set_num_threads(old)
+
+
+@contextmanager
+def threads_at_most(n_items):
+    """Run the enclosed parallel kernel call on at most ``n_items`` of
+    Numba's threads (at least one): a thread without a work item would only
+    be woken up to find nothing to do, and waking a sleeping worker costs
+    0.1-10 ms on a shared VM (BENCHMARKS.md), more than a small batch's
+    whole computation.  With ``n_items`` >= the current thread count this
+    changes nothing; otherwise the count is restored on exit, also after an
+    exception (``num_threads``)."""
+    if n_items >= numba.get_num_threads():
+        yield
+        return
+    with num_threads(max(1, int(n_items))):
+        yield
 
 
 def simulator_enabled():

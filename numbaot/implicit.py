@@ -32,7 +32,8 @@ import numpy as np
 
 from . import _checks
 from ._config import IMPLICIT_CG_BLOCK, IMPLICIT_CHUNKS
-from ._dispatch import as_device_array, device_of, like_input, require_cuda
+from ._dispatch import (as_device_array, device_of, like_input, require_cuda,
+                        threads_at_most)
 
 __all__ = ["sinkhorn_operator", "sinkhorn_operator_backward"]
 
@@ -179,7 +180,9 @@ def sinkhorn_operator(X, n_iter=20, tol=None, return_n_iter=False):
     R3 = np.empty((B, n, n), dtype=dtype)
     iters = np.zeros(B, dtype=np.int64)
     if B:
-        k.operator_forward(X3, n_iter, tol_v, k.lanes_for(n), R3, iters)
+        lanes = k.lanes_for(n)
+        with threads_at_most(-(-B // lanes)):
+            k.operator_forward(X3, n_iter, tol_v, lanes, R3, iters)
     R = R3.reshape(shape)
     if return_n_iter:
         return R, iters.reshape(shape[:-2])
@@ -396,7 +399,9 @@ def sinkhorn_operator_backward(R, grad_R, method="implicit", *, X=None, n_iter=2
     dX3 = np.empty((B, n, n), dtype=dtype)
     iters = np.zeros(B, dtype=np.int64)
     if B:
-        k.unrolled_backward(X3, G3, n_iter, tol_v, k.lanes_for(n), dX3, iters)
+        lanes = k.lanes_for(n)
+        with threads_at_most(-(-B // lanes)):
+            k.unrolled_backward(X3, G3, n_iter, tol_v, lanes, dX3, iters)
     out = dX3.reshape(shape)
     if return_info:
         return out, {"n_iters": iters.reshape(shape[:-2])}
@@ -412,9 +417,10 @@ def _implicit_cpu(R3, G3, corrected, max_cg_iter, cg_tol, shape, return_info):
     k = _cpu()
     n = R3.shape[-1]
     dX3 = np.empty_like(R3)
-    iters, relres, n_nonfinite, n_negative = k.implicit_backward(
-        R3, G3, corrected, max_cg_iter, cg_tol, k.lanes_for(n), IMPLICIT_CG_BLOCK,
-        IMPLICIT_CHUNKS * numba.get_num_threads(), dX3)
+    with threads_at_most(-(-R3.shape[0] // k.item_lanes(n))):
+        iters, relres, n_nonfinite, n_negative = k.implicit_backward(
+            R3, G3, corrected, max_cg_iter, cg_tol, k.lanes_for(n), IMPLICIT_CG_BLOCK,
+            IMPLICIT_CHUNKS * numba.get_num_threads(), dX3)
     if n_nonfinite or n_negative:
         _check_values(k, R3, "R", True, False)
         _check_values(k, G3, "grad_R", False, False)

@@ -3,11 +3,13 @@ and missing GPUs give clear errors."""
 import subprocess
 import sys
 
+import numba
 import numpy as np
 import pytest
 
 import numbaot
-from numbaot._dispatch import CudaUnavailableError, device_of, is_device_array, simulator_enabled
+from numbaot._dispatch import (CudaUnavailableError, device_of, is_device_array,
+                               simulator_enabled, threads_at_most)
 
 
 class FakeDeviceArray:
@@ -49,3 +51,22 @@ def test_no_gpu_names_the_fix():
         pytest.skip("a CUDA GPU is present")
     with pytest.raises(CudaUnavailableError, match=r"pip install 'numbaot\[cuda\]'"):
         numbaot.sinkhorn([], [], FakeDeviceArray(), 1.0)
+
+
+@pytest.mark.skipif(numba.config.NUMBA_NUM_THREADS < 2,
+                    reason="needs NUMBA_NUM_THREADS >= 2 to cap the thread count")
+def test_threads_at_most_caps_and_restores(restore_num_threads):
+    restore_num_threads(2)
+    with threads_at_most(1):
+        assert numba.get_num_threads() == 1
+    assert numba.get_num_threads() == 2
+    with threads_at_most(0):          # no work item: still one thread
+        assert numba.get_num_threads() == 1
+    with threads_at_most(2):          # enough items: nothing changes
+        assert numba.get_num_threads() == 2
+    with threads_at_most(10**6):
+        assert numba.get_num_threads() == 2
+    with pytest.raises(RuntimeError, match="inside"):
+        with threads_at_most(1):
+            raise RuntimeError("inside")
+    assert numba.get_num_threads() == 2

@@ -6,6 +6,7 @@ forward; the dense 2n x 2n system [[I, R], [R^T, I]] solved by
 its null vector w = [1; -1]) for the implicit gradient; central finite
 differences in float64 of L(X) = sum(G * S(X)) for every gradient.
 """
+import numba
 import numpy as np
 import pytest
 from scipy.special import logsumexp
@@ -170,6 +171,37 @@ def test_backward_thread_count_independent(rng):
                         for m in ("implicit", "implicit_corrected", "unrolled")])
     for a, b in zip(*out):
         np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.skipif(numba.config.NUMBA_NUM_THREADS < 2,
+                    reason="needs NUMBA_NUM_THREADS >= 2 to cap the thread count")
+def test_no_more_threads_than_work_items(rng, monkeypatch, restore_num_threads):
+    # a thread without a work item would only be woken up to find nothing to
+    # do (0.1-10 ms on a shared VM): the kernels of a small batch run on as
+    # many threads as it has work items, and the thread count is back after
+    import numbaot.implicit as imp
+    from numbaot.cpu.implicit import item_lanes, lanes_for
+    seen = []
+    real = imp.threads_at_most
+
+    def spy(n_items):
+        seen.append(n_items)
+        return real(n_items)
+
+    monkeypatch.setattr(imp, "threads_at_most", spy)
+    restore_num_threads(2)
+    for B, n in ((10, 4), (200, 4), (3, 20)):
+        X = rng.uniform(0, 4, size=(B, n, n))
+        G = rng.normal(size=X.shape)
+        seen.clear()
+        R = sinkhorn_operator(X, 20)
+        for m in ("implicit", "implicit_corrected", "unrolled"):
+            sinkhorn_operator_backward(R, G, m, X=X, n_iter=20)
+        f_items = -(-B // lanes_for(n))
+        b_items = -(-B // item_lanes(n))
+        assert seen == [f_items, b_items, b_items, f_items]
+        assert numba.get_num_threads() == 2
+    assert seen[0] == 1 and item_lanes(4) == 64 and -(-200 // 64) == 4
 
 
 # ---------------------------------------------------------------------------
