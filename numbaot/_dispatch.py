@@ -55,20 +55,35 @@ def num_threads(n):
         numba.set_num_threads(old)
 
 
-@contextmanager
-def threads_at_most(n_items):
-    """Run the enclosed parallel kernel call on at most ``n_items`` of
-    Numba's threads (at least one): a thread without a work item would only
-    be woken up to find nothing to do, and waking a sleeping worker costs
-    0.1-10 ms on a shared VM (BENCHMARKS.md), more than a small batch's
-    whole computation.  With ``n_items`` >= the current thread count this
-    changes nothing; otherwise the count is restored on exit, also after an
-    exception (``num_threads``)."""
-    if n_items >= numba.get_num_threads():
-        yield
-        return
-    with num_threads(max(1, int(n_items))):
-        yield
+class threads_at_most:
+    """Context manager: run the enclosed parallel kernel call on at most
+    ``n_items`` of Numba's threads (at least one).  A thread without a work
+    item would only be woken up to find nothing to do, and waking a sleeping
+    worker costs 0.1-10 ms on a shared VM (BENCHMARKS.md), more than a small
+    batch's whole computation.  With ``n_items`` >= the current thread count
+    this changes nothing; otherwise the count is restored on exit, also
+    after an exception.  (A class, not ``num_threads``: this runs on every
+    call of the kernels it guards, and a hot call of a small batch takes
+    10-20 us.)"""
+
+    __slots__ = ("_n", "_old")
+
+    def __init__(self, n_items):
+        self._n = max(1, int(n_items))
+        self._old = 0
+
+    def __enter__(self):
+        old = numba.get_num_threads()
+        if self._n < old:
+            numba.set_num_threads(self._n)
+            self._old = old
+        return self
+
+    def __exit__(self, *exc):
+        if self._old:
+            numba.set_num_threads(self._old)
+            self._old = 0
+        return False
 
 
 def simulator_enabled():
