@@ -773,6 +773,9 @@ def _compile_generated():
     return src
 
 
+#: the padded size N inside the templates below; ``_compile_for_size`` binds
+#: it to a constant per size (the templates never run as Python)
+_N_PAD = None
 _UNROLL_SIZES = tuple(sorted(IMPLICIT_UNROLL_SIZES))
 _UNROLL_MAX = _UNROLL_SIZES[-1]
 #: n == N for these N: the setup and dX passes written out for the size too
@@ -783,7 +786,7 @@ _WRITTEN_OUT_MAX = _WRITTEN_OUT_SIZES[-1]
 _GENERATED_SOURCE = _compile_generated()
 
 
-def _backward_item_unrolled(R, G, Rf, Gf, corrected, max_iter, cg_tol, b0, nl, N, block, Z,
+def _backward_item_unrolled(R, G, Rf, Gf, corrected, max_iter, cg_tol, b0, nl, block, Z,
                             t1, t2, dX, dXf, iters, relres):
     """The implicit backward of matrices b0 .. b0 + nl - 1 on the _UL lanes of
     one work item (lanes nl .. _UL-1 repeat the last matrix; their results
@@ -798,6 +801,7 @@ def _backward_item_unrolled(R, G, Rf, Gf, corrected, max_iter, cg_tol, b0, nl, N
     generic loops index R, G, dX in 3-D: with flat indices LLVM vectorises
     their row loop around the scattered stores into Z, 35 % slower at
     65536 x 16)."""
+    N = _N_PAD
     L = _UL
     n = R.shape[1]
     o = N * N
@@ -892,11 +896,13 @@ def _backward_item_unrolled(R, G, Rf, Gf, corrected, max_iter, cg_tol, b0, nl, N
     return nf, neg
 
 
-def _implicit_unrolled(R, G, corrected, max_iter, cg_tol, N, block, chunks, dX):
+def _implicit_unrolled(R, G, corrected, max_iter, cg_tol, block, chunks, dX):
     """``implicit_backward`` for n <= N, N in IMPLICIT_UNROLL_SIZES (the
     padded size): work items of _UL matrices on ``chunks`` workspaces.  A
     template: ``_compile_for_size(N)`` compiles it with the size-N kernels
-    only."""
+    only, and with N = _N_PAD a compile-time constant (the index arithmetic
+    folds; with N an argument every access to Z paid a wrap-around select)."""
+    N = _N_PAD
     B = R.shape[0]
     n = R.shape[1]
     iters = np.zeros(B, dtype=np.int64)
@@ -929,7 +935,7 @@ def _implicit_unrolled(R, G, corrected, max_iter, cg_tol, N, block, chunks, dX):
         for t in range(th, n_items, n_chunks):
             b0 = t * _UL
             nf, ng = _backward_item_unrolled(R, G, Rf, Gf, corrected, max_iter, cg_tol,
-                                             b0, min(_UL, B - b0), N, block, Z, t1, t2,
+                                             b0, min(_UL, B - b0), block, Z, t1, t2,
                                              dX, dXf, iters, relres)
             n_nf += nf
             n_neg += ng
@@ -1064,6 +1070,7 @@ def _compile_for_size(N):
     move by an ulp against the all-sizes build).  Same file and line
     numbers, distinct names: Numba's disk cache keeps each size apart."""
     ns = dict(globals())
+    ns["_N_PAD"] = N
     for name in ("cg", "cg_init", "rhs", "u", "setup", "dx"):
         ns["_" + name] = globals()[f"_{name}_at_{N}"]
     for fn, opts in ((_backward_item_unrolled, _SER), (_implicit_unrolled, _PAR)):
@@ -1122,7 +1129,7 @@ def implicit_backward(R, G, corrected, max_iter, cg_tol, lanes, block, chunks, d
     n = R.shape[1]
     if n <= _UNROLL_MAX:
         N = _PADDED[n]
-        return _UNROLLED_KERNELS[N](R, G, corrected, max_iter, cg_tol, N, block, chunks, dX)
+        return _UNROLLED_KERNELS[N](R, G, corrected, max_iter, cg_tol, block, chunks, dX)
     return _implicit_lanes(R, G, corrected, max_iter, cg_tol, lanes, dX)
 
 
