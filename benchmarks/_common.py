@@ -113,24 +113,8 @@ def per_iteration(make_fn, n1, n2, repeats=5, warmup=1, max_time=None):
     """
     if not n2 > n1 >= 0:
         raise ValueError("need n2 > n1 >= 0")
-    f1, f2 = make_fn(n1), make_fn(n2)
-    t1, t2 = [], []
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        tw = 0.0
-        for _ in range(warmup):
-            t0 = time.perf_counter()
-            f1()
-            f2()
-            tw = time.perf_counter() - t0
-        if max_time is not None and warmup and tw * repeats > max_time:
-            repeats = max(2, min(repeats, int(max_time / max(tw, 1e-9))))
-        for _ in range(repeats):
-            for f, ts in ((f1, t1), (f2, t2)):
-                gc.collect()
-                t0 = time.perf_counter()
-                f()
-                ts.append(time.perf_counter() - t0)
+    r1, r2, _ = time_pair(make_fn(n1), make_fn(n2), repeats, warmup, max_time)
+    t1, t2 = r1["all"], r2["all"]
     per = (min(t2) - min(t1)) / (n2 - n1)
     per_med = (statistics.median(t2) - statistics.median(t1)) / (n2 - n1)
     return {
@@ -141,7 +125,7 @@ def per_iteration(make_fn, n1, n2, repeats=5, warmup=1, max_time=None):
         "t2": t2,
         "n1": n1,
         "n2": n2,
-        "repeats": repeats,
+        "repeats": len(t1),
     }
 
 
