@@ -178,30 +178,37 @@ def test_backward_thread_count_independent(rng):
 def test_no_more_threads_than_work_items(rng, monkeypatch, restore_num_threads):
     # a thread without a work item would only be woken up to find nothing to
     # do (0.1-10 ms on a shared VM): the kernels of a small batch run on as
-    # many threads as it has work items, and the thread count is back after
+    # many threads as it has work items (64 matrices per item up to n = 16,
+    # 32 above), and the thread count is back afterwards
     import numbaot.implicit as imp
-    from numbaot.cpu.implicit import item_lanes, lanes_for
-    seen = []
     real = imp.threads_at_most
+    seen, inside = [], []
 
-    def spy(n_items):
-        seen.append(n_items)
-        return real(n_items)
+    class Spy:
+        def __init__(self, n_items):
+            seen.append(n_items)
+            self.cm = real(n_items)
 
-    monkeypatch.setattr(imp, "threads_at_most", spy)
+        def __enter__(self):
+            self.cm.__enter__()
+            inside.append(numba.get_num_threads())
+
+        def __exit__(self, *exc):
+            return self.cm.__exit__(*exc)
+
+    monkeypatch.setattr(imp, "threads_at_most", Spy)
     restore_num_threads(2)
-    for B, n in ((10, 4), (200, 4), (3, 20)):
+    for B, n, items in ((10, 4, 1), (64, 16, 1), (200, 4, 4), (3, 20, 1), (33, 20, 2)):
         X = rng.uniform(0, 4, size=(B, n, n))
         G = rng.normal(size=X.shape)
         seen.clear()
+        inside.clear()
         R = sinkhorn_operator(X, 20)
         for m in ("implicit", "implicit_corrected", "unrolled"):
             sinkhorn_operator_backward(R, G, m, X=X, n_iter=20)
-        f_items = -(-B // lanes_for(n))
-        b_items = -(-B // item_lanes(n))
-        assert seen == [f_items, b_items, b_items, f_items]
+        assert seen == [items] * 4, (B, n)
+        assert inside == [min(items, 2)] * 4, (B, n)
         assert numba.get_num_threads() == 2
-    assert seen[0] == 1 and item_lanes(4) == 64 and -(-200 // 64) == 4
 
 
 # ---------------------------------------------------------------------------
