@@ -180,7 +180,7 @@ def sinkhorn_operator(X, n_iter=20, tol=None, return_n_iter=False):
     R3 = np.empty((B, n, n), dtype=dtype)
     iters = np.zeros(B, dtype=np.int64)
     if B:
-        lanes = k.lanes_for(n)
+        lanes = k.lanes_for(n, B)
         with threads_at_most(-(-B // lanes)):
             k.operator_forward(X3, n_iter, tol_v, lanes, R3, iters)
     R = R3.reshape(shape)
@@ -399,7 +399,7 @@ def sinkhorn_operator_backward(R, grad_R, method="implicit", *, X=None, n_iter=2
     dX3 = np.empty((B, n, n), dtype=dtype)
     iters = np.zeros(B, dtype=np.int64)
     if B:
-        lanes = k.lanes_for(n)
+        lanes = k.lanes_for(n, B)
         with threads_at_most(-(-B // lanes)):
             k.unrolled_backward(X3, G3, n_iter, tol_v, lanes, dX3, iters)
     out = dX3.reshape(shape)
@@ -417,9 +417,10 @@ def _implicit_cpu(R3, G3, corrected, max_cg_iter, cg_tol, shape, return_info):
     k = _cpu()
     n = R3.shape[-1]
     dX3 = np.empty_like(R3)
-    with threads_at_most(-(-R3.shape[0] // k.item_lanes(n))):
+    B = R3.shape[0]
+    with threads_at_most(-(-B // k.item_lanes(n, B))):
         iters, relres, n_nonfinite, n_negative = k.implicit_backward(
-            R3, G3, corrected, max_cg_iter, cg_tol, k.lanes_for(n), IMPLICIT_CG_BLOCK,
+            R3, G3, corrected, max_cg_iter, cg_tol, k.lanes_for(n, B), IMPLICIT_CG_BLOCK,
             IMPLICIT_CHUNKS * numba.get_num_threads(), dX3)
     if n_nonfinite or n_negative:
         _check_values(k, R3, "R", True, False)
