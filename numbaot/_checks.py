@@ -312,10 +312,10 @@ def check_same_shape(x, y, name_x, name_y):
 
 def check_positive_int(n, name):
     """Validate an integer >= 1 (TypeError if not an integer)."""
-    n = check_iter_count(n, name)
-    if n < 1:
-        raise ValueError(f"{name} must be >= 1; got {n}")
-    return n
+    if (isinstance(n, (numbers.Integral, np.integer)) and not isinstance(n, (bool, np.bool_))
+            and int(n) < 1):
+        raise ValueError(f"{name} must be >= 1; got {int(n)}")
+    return check_iter_count(n, name)
 
 
 def check_optional_tol(tol, name="tol"):
