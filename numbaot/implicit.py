@@ -86,16 +86,35 @@ def _device_batch(x, name):
     return x.reshape(B, n, n)
 
 
-def _check_values(k, x3, name, nonneg, on_device):
+def _count_invalid(k, x3, nonneg, on_device):
+    """(non-finite entries, negative entries) of x3: one counting pass on
+    the device holding it (on a GPU only two integers are copied back)."""
     if x3.size == 0:
-        return
+        return 0, 0
     if on_device:
-        bad, neg = k.count_invalid(x3.reshape(x3.size), nonneg)
-    else:
-        cnt = np.zeros(2, dtype=np.int64)
-        k.count_invalid(x3.reshape(-1), nonneg, cnt)
-        bad, neg = cnt
+        return k.count_invalid(x3.reshape(x3.size), nonneg)
+    cnt = np.zeros(2, dtype=np.int64)
+    k.count_invalid(x3.reshape(-1), nonneg, cnt)
+    return int(cnt[0]), int(cnt[1])
+
+
+def _check_values(k, x3, name, nonneg, on_device):
+    bad, neg = _count_invalid(k, x3, nonneg, on_device)
     _checks.check_value_counts(bad, neg, name)
+
+
+_OVERFLOW = ("grad_R * R overflows float64 (its row or column sums, or the solution "
+             "of the linear system, are not finite although R and grad_R are): "
+             "rescale grad_R")
+_UNROLLED_OVERFLOW = ("the unrolled gradient overflows (NaN or inf entries although X "
+                      "and grad_R are finite): rescale grad_R")
+
+
+def _check_result(k, out3, on_device, what):
+    """Raise instead of returning a gradient with NaN/inf entries (finite
+    inputs whose products overflow): one counting pass over the output."""
+    if _count_invalid(k, out3, False, on_device)[0]:
+        raise ValueError(what)
 
 
 def sinkhorn_operator(X, n_iter=20, tol=None, return_n_iter=False):
@@ -107,8 +126,10 @@ def sinkhorn_operator(X, n_iter=20, tol=None, return_n_iter=False):
     g_j <- -log sum_i exp(X_ij + f_i), starting from g = 0 (Mena et al. 2018,
     eq. 3: S^l(X) = T_c(T_r(S^{l-1}(X))); Cuturi 2013).  After every iteration
     the column sums of R are 1 (up to rounding); the row sums converge to 1.
-    Computed with shifted log-sum-exps in float64, so any finite X (e.g.
-    |X| ~ 1e4, a low temperature) is safe: nothing overflows.
+    Computed with shifted log-sum-exps in float64, so any finite X with
+    entries below ~1e307 in magnitude (e.g. |X| ~ 1e4, a low temperature) is
+    safe: nothing overflows.  (Entries whose differences overflow float64,
+    |X| near its limit 1.8e308, give NaN.)
 
     Parameters
     ----------
@@ -122,14 +143,19 @@ def sinkhorn_operator(X, n_iter=20, tol=None, return_n_iter=False):
         K >= 1 whose result R^K has marginal error < tol, where the marginal
         error is max(max_i |sum_j R_ij - 1|, max_j |sum_i R_ij - 1|) =
         max_i |sum_j R_ij - 1| (the column sums are 1 up to rounding after a
-        column normalisation).  Checking costs nothing but one extra row pass
-        at the stopping iteration.  None: always n_iter iterations.
+        column normalisation).  The row error is computed in float64 from
+        the scalings (|exp(f_i^K - f_i^(K+1)) - 1|), exact up to rounding:
+        a tol below ~1e-14 (float64) or ~1e-7 (a float32 result) can stop
+        a matrix whose re-summed R has an error of that rounding size.
+        Checking costs nothing but one extra row pass at the stopping
+        iteration.  None: always n_iter iterations.
     return_n_iter : bool, default False
         Also return the number of iterations each matrix ran.
 
     Returns
     -------
-    R : ndarray, shape (..., n, n), dtype of X (float64 for integer X)
+    R : ndarray, shape (..., n, n), dtype of X (float64 for integer X,
+        float32 for float16 X)
         The (approximately) doubly-stochastic matrices; a CUDA device array
         for device input.
     n_iters : ndarray, shape (...), int64
@@ -149,9 +175,11 @@ def sinkhorn_operator(X, n_iter=20, tol=None, return_n_iter=False):
 
     Notes
     -----
-    CPU: ``prange`` over work items of 32-64 matrices processed side by side
-    (vectorised across the matrices), 2 n^2 exponentials per matrix per iteration (a vectorised polynomial
-    exp), float64 arithmetic whatever the input dtype.  CUDA: one thread per
+    CPU: ``prange`` over work items of 64 matrices (32 for n > 16; a
+    smaller batch fills one item of B rounded up to a multiple of 8)
+    processed side by side, vectorised across the matrices; 2 n^2
+    exponentials per matrix per iteration (a vectorised polynomial exp);
+    float64 arithmetic whatever the input dtype.  CUDA: one thread per
     matrix for n < ``_config.CUDA_IMPLICIT_WARP_MIN_N`` (and n > 64), one
     warp per matrix otherwise.  Device inputs are validated on the device
     (a counting kernel; only two integers are copied back).
@@ -170,7 +198,7 @@ def sinkhorn_operator(X, n_iter=20, tol=None, return_n_iter=False):
         R3, iters = k.operator_forward(X3, n_iter, tol_v)
         R = like_input(R3.reshape(*shape), X)
         if return_n_iter:
-            return R, like_input(iters.reshape(*shape[:-2]), X)
+            return R, like_input(iters.reshape(shape[:-2]), X)
         return R
     k = _cpu()
     dtype = _float_dtype(X)
@@ -261,23 +289,26 @@ def sinkhorn_operator_backward(R, grad_R, method="implicit", *, X=None, n_iter=2
     Returns
     -------
     grad_X : ndarray, shape (..., n, n)
-        dL/dX; float32 when R and grad_R (and X for 'unrolled') are float32,
-        else float64.  A CUDA device array for device inputs.
+        dL/dX; float32 when the arrays used are float32 (or float16): R and
+        grad_R for the implicit methods, grad_R and X for 'unrolled' (which
+        only checks R's shape); else float64.  A CUDA device array for
+        device inputs.
     info : dict
         Only with ``return_info``.
 
     Raises
     ------
     TypeError
-        Non-real arrays; method not a string; n_iter not an integer; tol,
-        cg_tol not real numbers; host and device arrays mixed.
+        Non-real arrays; method not a string; n_iter or max_cg_iter not an
+        integer; tol, cg_tol not real numbers; host and device arrays mixed.
     ValueError
         Unknown method; R, grad_R (or X) with fewer than 2 dimensions or not
         square in their last two; grad_R's (or X's) shape different from
         R's; NaN or inf in R, grad_R or X; negative entries in R; X missing
         for 'unrolled'; n_iter < 1; tol < 0; cg_tol <= 0; max_cg_iter < 1;
         finite R and grad_R whose product overflows float64 (row or column
-        sums of grad_R * R, or the solution, not finite).  On the CPU the
+        sums of grad_R * R, or the solution, not finite; for 'unrolled',
+        the gradient not finite).  On the CPU the
         implicit methods check the values inside their own read pass and
         raise after it (the output is discarded); inputs are never changed.
     CudaUnavailableError
@@ -291,18 +322,20 @@ def sinkhorn_operator_backward(R, grad_R, method="implicit", *, X=None, n_iter=2
     sum_ij R_ij (x_i + y_j)^2), so A is PSD and, for R > 0, singular exactly
     along 1 (A 1 = c - R^T 1 = 0); the right-hand side is orthogonal to 1
     (both s_r and s_c sum to sum(G * R)), so the system is consistent, and
-    adding t 1 to v (t 1 to u) leaves dL/dX unchanged.  CG runs on the
-    complement of 1: the right-hand side and every A p are projected
-    (x <- x - mean(x)), which changes nothing in exact arithmetic for a
-    doubly-stochastic R and keeps rounding from drifting along 1.  On that
-    (n-1)-dimensional space CG terminates in at most n - 1 iterations in exact
-    arithmetic (fewer with repeated eigenvalues); its error contracts like
-    ((sqrt(k)-1)/(sqrt(k)+1))^t with k = (1) / (1 - sigma_2(R)^2) for
-    ``'implicit'`` (the eigenvalues are 1 - sigma_i(R)^2, i >= 2).  Close to a
-    permutation matrix (low temperature, large |X| spread) sigma_2 -> 1: the
-    system becomes ill-conditioned, CG may need the full n iterations (or
-    more in floating point; raise max_cg_iter), and the gradient itself
-    becomes large.  CG is deterministic (fixed order of operations).
+    adding t 1 to v (and so -t 1 to u = s_r - R v) leaves dL/dX unchanged.
+    CG runs on the complement of 1: the right-hand side and every A p are
+    projected (x <- x - mean(x)), which changes nothing in exact arithmetic
+    for a doubly-stochastic R and keeps rounding from drifting along 1.  On
+    that (n-1)-dimensional space CG terminates in at most n - 1 iterations in
+    exact arithmetic (fewer with repeated eigenvalues); its error contracts
+    like ((sqrt(k)-1)/(sqrt(k)+1))^t with the condition number
+    k = (1 - sigma_n(R)^2) / (1 - sigma_2(R)^2) <= 1 / (1 - sigma_2(R)^2) for
+    ``'implicit'`` (on that space the eigenvalues are 1 - sigma_i(R)^2,
+    i = 2 ... n, with sigma_1(R) = 1 > sigma_2(R) >= ... >= sigma_n(R)).
+    Close to a permutation matrix (low temperature, large |X| spread)
+    sigma_2 -> 1: the system becomes ill-conditioned, CG may need the full n
+    iterations (or more in floating point; raise max_cg_iter), and the
+    gradient itself becomes large.  CG is deterministic (fixed order of operations).
     *R far from doubly stochastic.*  For ``'implicit'`` the matrix I - R^T R
     is then no longer singular along 1 and may be indefinite (sigma_1(R) > 1):
     the projected CG still returns a vector (it stops at the first direction
@@ -375,14 +408,16 @@ def sinkhorn_operator_backward(R, grad_R, method="implicit", *, X=None, n_iter=2
             _check_values(k, X3, "X", False, True)
             dX3, iters = k.unrolled_backward(X3, G3, n_iter, tol_v)
             info = {"n_iters": iters}
+            _check_result(k, dX3, True, _UNROLLED_OVERFLOW)
         else:
             R3 = _device_batch(as_device_array(R), "R")
             _check_values(k, R3, "R", True, True)
             dX3, iters, relres = k.implicit_backward(R3, G3, corrected, max_cg_iter, cg_tol)
             info = {"cg_iters": iters, "residual": relres}
+            _check_result(k, dX3, True, _OVERFLOW)
         out = like_input(dX3.reshape(*shape), G)
         if return_info:
-            return out, {key: like_input(v.reshape(*shape[:-2]), G) for key, v in info.items()}
+            return out, {key: like_input(v.reshape(shape[:-2]), G) for key, v in info.items()}
         return out
 
     if method != "unrolled":
@@ -402,6 +437,7 @@ def sinkhorn_operator_backward(R, grad_R, method="implicit", *, X=None, n_iter=2
         lanes = k.lanes_for(n, B)
         with threads_at_most(-(-B // lanes)):
             k.unrolled_backward(X3, G3, n_iter, tol_v, lanes, dX3, iters)
+    _check_result(k, dX3, False, _UNROLLED_OVERFLOW)
     out = dX3.reshape(shape)
     if return_info:
         return out, {"n_iters": iters.reshape(shape[:-2])}
@@ -425,11 +461,7 @@ def _implicit_cpu(R3, G3, corrected, max_cg_iter, cg_tol, shape, return_info):
     if n_nonfinite or n_negative:
         _check_values(k, R3, "R", True, False)
         _check_values(k, G3, "grad_R", False, False)
-        raise ValueError(
-            "grad_R * R overflows float64 (its row or column sums, or the solution "
-            "of the linear system, are not finite although R and grad_R are): "
-            "rescale grad_R"
-        )
+        raise ValueError(_OVERFLOW)
     out = dX3 if dX3.shape == shape else dX3.reshape(shape)
     if return_info:
         return out, {"cg_iters": iters.reshape(shape[:-2]),

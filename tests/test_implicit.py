@@ -575,6 +575,11 @@ def test_bad_inputs():
     assert_raises_naming(ValueError, "tol", bwd, R, G, "unrolled", X=X, tol=-1)
     assert_raises_naming(ValueError, "cg_tol", bwd, R, G, cg_tol=0.0)
     assert_raises_naming(ValueError, "max_cg_iter", bwd, R, G, max_cg_iter=0)
+    for name, kw in [("n_iter", dict(n_iter=-1)), ("max_cg_iter", dict(max_cg_iter=-2))]:
+        with pytest.raises(ValueError, match=f"{name} must be >= 1"):
+            bwd(R, G, "unrolled", X=X, **kw) if name == "n_iter" else bwd(R, G, **kw)
+    with pytest.raises(ValueError, match="n_iter must be >= 1"):
+        sinkhorn_operator(X, n_iter=-1)
     assert_raises_naming(ValueError, "R", bwd, None, G, "implicit")
 
 
@@ -613,6 +618,24 @@ def test_bad_values_found_in_the_kernel_pass(rng, method, n, B):
     Gb[B - 1] = 1e308
     with pytest.raises(ValueError, match="overflows float64"):
         bwd(Rb, Gb, method)
+
+
+def test_unrolled_overflow_raises():
+    # finite X and grad_R whose unrolled products overflow float64 (checked
+    # in float64 by hand: 1.7e308 times entries of R near 1 and their sums):
+    # a clear error rather than an inf/NaN gradient
+    X = np.array([[-0.1, -1.2], [-0.6, -0.5]])
+    G = 1.7e308 * np.array([[-1.0, 1.0], [-1.0, -1.0]])
+    with np.errstate(over="ignore", invalid="ignore"):
+        R = np.exp(X - np.log(np.exp(X).sum(1, keepdims=True)))
+        R = R / R.sum(0)
+        H = G * R
+        assert not np.all(np.isfinite(H.sum(0)) & np.isfinite(H.sum(1)))
+    with pytest.raises(ValueError, match="unrolled gradient overflows"):
+        sinkhorn_operator_backward(None, G, "unrolled", X=X, n_iter=1)
+    # the same inputs, scaled down, give a finite gradient
+    dX = sinkhorn_operator_backward(None, G * 1e-300, "unrolled", X=X, n_iter=1)
+    assert np.all(np.isfinite(dX))
 
 
 def test_exported():

@@ -123,3 +123,36 @@ def test_device_bad_inputs(cuda):
         sinkhorn_operator(cuda.to_device(np.ones((2, 3, 4))))
     with pytest.raises(TypeError, match="float32 or float64"):
         sinkhorn_operator(cuda.to_device(np.ones((2, 3, 3), dtype=np.int64)))
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")   # the simulator's NumPy scalars
+def test_device_overflow_raises(cuda):
+    # finite R and grad_R whose products overflow: an error on the device
+    # path too, not an inf/NaN gradient
+    R = np.full((1, 2, 2), 0.5)
+    G = np.full((1, 2, 2), 1.5e308)
+    G[0, 0, 1] = -1.5e308
+    for method in ("implicit", "implicit_corrected"):
+        with pytest.raises(ValueError, match="overflows float64"):
+            sinkhorn_operator_backward(cuda.to_device(R * 2), cuda.to_device(G), method)
+    X = np.array([[[-0.1, -1.2], [-0.6, -0.5]]])
+    Gu = 1.7e308 * np.array([[[-1.0, 1.0], [-1.0, -1.0]]])
+    with pytest.raises(ValueError, match="unrolled gradient overflows"):
+        sinkhorn_operator_backward(None, cuda.to_device(Gu), "unrolled",
+                                   X=cuda.to_device(X), n_iter=1)
+
+
+def test_device_2d_input_with_info(cuda, rng):
+    # a single matrix (no batch dimension): scalar-shaped per-matrix outputs
+    X = rng.uniform(0, 2, size=(4, 4))
+    Rd, iters = sinkhorn_operator(cuda.to_device(X), 5, return_n_iter=True)
+    R, iters_c = sinkhorn_operator(X, 5, return_n_iter=True)
+    assert Rd.shape == (4, 4) and iters.shape == ()
+    np.testing.assert_allclose(Rd.copy_to_host(), R, rtol=1e-12, atol=1e-14)
+    assert int(iters.copy_to_host()) == int(iters_c) == 5
+    G = rng.normal(size=(4, 4))
+    dXd, info = sinkhorn_operator_backward(Rd, cuda.to_device(G), return_info=True)
+    dX, info_c = sinkhorn_operator_backward(R, G, return_info=True)
+    assert dXd.shape == (4, 4) and info["cg_iters"].shape == ()
+    np.testing.assert_allclose(dXd.copy_to_host(), dX, rtol=1e-9, atol=1e-12)
+    assert int(info["cg_iters"].copy_to_host()) == int(info_c["cg_iters"])
