@@ -117,6 +117,57 @@ def test_forward_large_values_are_stable(rng):
     np.testing.assert_allclose(R, ref_forward(X, 30), rtol=1e-9, atol=1e-12)
 
 
+def _stress_batch(rng, B=70, n=6):
+    """Moderate matrices mixed with ones that drive the CPU forward's
+    stabilised iteration off its fast path: column offsets of 100-400 (the
+    scalings leave [1e-30, 1e30] and are absorbed into the log potentials),
+    row and column offsets of up to 3000 and |X| ~ 1e3 (exp-sums below
+    1e-200: those half-steps run as shifted logsumexps)."""
+    X = rng.uniform(0, 4, size=(B, n, n))
+    m = max(B // 7, 2)                                 # 3 stress groups of m
+    X[:m] += rng.uniform(100, 400, size=(m, 1, n))
+    X[m:2 * m] += rng.uniform(0, 3000, size=(m, n, 1)) + rng.uniform(0, 3000, size=(m, 1, n))
+    X[2 * m:3 * m] = rng.normal(size=(m, n, n)) * 1e3
+    return rng.permutation(X)
+
+
+@pytest.mark.parametrize("tol", [None, 1e-8])
+def test_forward_stabilised_paths(rng, tol):
+    X = _stress_batch(rng)
+    R, ks = sinkhorn_operator(X, 40, tol=tol, return_n_iter=True)
+    if tol is None:
+        Rref, kref = ref_forward(X, 40), np.full(len(X), 40)
+    else:
+        Rref, kref = ref_forward_tol(X, 40, tol)
+    np.testing.assert_array_equal(ks, kref)
+    assert np.all(np.isfinite(R))
+    np.testing.assert_allclose(R, Rref, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(R.sum(-2), 1.0, rtol=0, atol=1e-12)
+    # a lane's arithmetic is its own: alone, in other company or on one
+    # thread, every matrix gets the same bits
+    for b in (0, 9, 33, 69):
+        np.testing.assert_array_equal(sinkhorn_operator(X[b:b + 1], 40, tol=tol)[0], R[b])
+    with num_threads(1):
+        np.testing.assert_array_equal(sinkhorn_operator(X[::-1], 40, tol=tol), R[::-1])
+
+
+def test_unrolled_stabilised_paths(rng):
+    X = _stress_batch(rng, B=12, n=4)
+    G = rng.normal(size=X.shape)
+    R, ks = sinkhorn_operator(X, 6, tol=1e-8, return_n_iter=True)
+    dX, info = sinkhorn_operator_backward(R, G, "unrolled", X=X, n_iter=6, tol=1e-8,
+                                          return_info=True)
+    np.testing.assert_array_equal(info["n_iters"], ks)
+    for b in range(len(X)):
+        K = int(ks[b])
+        # entries up to ~6000: each evaluation of the oracle is off by about
+        # eps * 6000 ~ 1e-12, so the step balancing that against the O(h^2)
+        # truncation is h ~ 1e-4 (FD error ~1e-8)
+        fd = fd_grad(lambda Y: np.sum(G[b] * ref_forward(Y, K), axis=(-2, -1)), X[b],
+                     h=1e-4)
+        np.testing.assert_allclose(dX[b], fd, rtol=1e-5, atol=1e-7)
+
+
 @pytest.mark.parametrize("tol", [1e-3, 1e-8, 0.0])
 def test_forward_tol_stops_per_matrix(rng, tol):
     X = rng.uniform(0, 4, size=(37, 5, 5))

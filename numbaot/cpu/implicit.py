@@ -32,7 +32,7 @@ from numba import njit, prange
 
 from .._config import (IMPLICIT_CG_BLOCK_BYTES, IMPLICIT_UNROLL_LANES, IMPLICIT_UNROLL_SIZES,
                        JIT_OPTIONS)
-from ._math import fast_exp, fast_log
+from ._math import fast_exp, fast_exp_ftz, fast_log
 
 _PAR = dict(JIT_OPTIONS, parallel=True)
 _SER = dict(JIT_OPTIONS)
@@ -205,59 +205,211 @@ def _col_pass(W, f, xc, acc2, vmax, out):
             out[j, c] = -(m + fast_log(s))
 
 
+#: Scalings u, v of the stabilised forward are absorbed into the log
+#: potentials (and the kernel recomputed) once they leave [1/_ABSORB, _ABSORB]
+_ABSORB = 1e30
+
+
+@njit(inline="always", **_SER)
+def _stabilised_kernel(W, fa, ga, flag, Kt):
+    """Kt = exp(W + fa 1^T + 1 ga^T) (flushed to 0 below e^-708) in the lanes
+    c with flag[c] > 0; the other lanes are left as they are (a lane's
+    arithmetic never depends on a neighbour's)."""
+    L = flag.shape[0]
+    n = W.shape[0]
+    for i in range(n):
+        for j in range(n):
+            for c in range(L):
+                e = fast_exp_ftz(W[i, j, c] + fa[i, c] + ga[j, c])
+                Kt[i, j, c] = e if flag[c] > 0.0 else Kt[i, j, c]
+
+
+@njit(inline="always", **_SER)
+def _absorb(W, fa, ga, u, v, flag, Kt):
+    """In the lanes c with flag[c] > 0: fa += log u, ga += log v, u = v = 1,
+    and the kernel recomputed."""
+    L = flag.shape[0]
+    n = W.shape[0]
+    for i in range(n):
+        for c in range(L):
+            if flag[c] > 0.0:
+                fa[i, c] += fast_log(u[i, c])
+                ga[i, c] += fast_log(v[i, c])
+                u[i, c] = 1.0
+                v[i, c] = 1.0
+    _stabilised_kernel(W, fa, ga, flag, Kt)
+
+
+@njit(inline="always", **_SER)
+def _log_scaling(a, s, out):
+    """out = a + log s (the log potential of an absorbed part a and a
+    scaling s)."""
+    for i in range(a.shape[0]):
+        for c in range(a.shape[1]):
+            out[i, c] = a[i, c] + fast_log(s[i, c])
+
+
 @njit(**_SER)
-def _forward_lanes(W, xr, xc, n_iter, tol, F, Gh, hist, acc, acc2, vmax, Kc, ff, gf):
+def _forward_lanes(W, xr, xc, n_iter, tol, F, Gh, hist, Kt, fa, ga, u, v, s, lg, acc, acc2,
+                   vmax, bad, Kc, ff, gf):
     """Run the Sinkhorn iterations on the L matrices of a work item.
 
-    With ``hist`` the scalings of every iteration are kept: F[k-1] = f^k
-    (k = 1..K), Gh[k] = g^k (k = 0..K, g^0 = 0); otherwise F and Gh have two
-    slots used alternately.  Kc[c] = K, the iteration count of lane c's
-    result; ff[:, c], gf[:, c] = its f^K, g^K.
+    The log-domain iteration f <- -LSE_j(X_ij + g_j), g <- -LSE_i(X_ij + f_i)
+    computed in its log-stabilised multiplicative form (Schmitzer 2019,
+    "Stabilized sparse scaling algorithms for entropy regularized transport
+    problems", SIAM J. Sci. Comput. 41(3), Alg. 2, absorption): the
+    potentials are f = fa + log u, g = ga + log v with the absorbed parts fa,
+    ga in the log domain and the kernel Kt = exp(X + fa 1^T + 1 ga^T) (entries
+    <= 1), so that one iteration is u = 1 / (Kt v), v = 1 / (Kt^T u): two
+    multiply-add passes over Kt instead of two exponentials per entry.  Per
+    lane: a half-step whose sums fall below ``_SUM_FLOOR`` (an iterate far
+    from balanced, e.g. |X| spreads beyond ~700) is computed by the
+    log-domain pass instead (``_row_pass``/``_col_pass``, shifted
+    logsumexps) and absorbed; u or v outside [1/_ABSORB, _ABSORB] are
+    absorbed at the end of the iteration.  Kt then holds the iterate itself.
+
+    With ``hist`` the log-scalings of every iteration are kept: F[k-1] = f^k
+    (k = 1..K), Gh[k] = g^k (k = 0..K, g^0 = 0).  Kc[c] = K, the iteration
+    count of lane c's result; ff[:, c], gf[:, c] = its f^K, g^K.
 
     Stopping (tol >= 0; tol < 0: never): before iteration k+1 (k >= 1) the
-    row pass yields the row sums of R^k, sum_j R^k_ij = exp(f^k_i -
-    f^{k+1}_i); a lane whose max_i |sum_j R^k_ij - 1| < tol keeps R^k (its
-    column sums are 1 up to rounding: every iteration ends with the column
-    normalisation).  Stopped lanes keep iterating (their later iterates are
-    discarded; the history stays finite) until every lane has stopped.
+    row half-step yields the row sums of R^k, sum_j R^k_ij = u^k_i / u^{k+1}_i
+    (= exp(f^k_i - f^{k+1}_i)); a lane whose max_i |sum_j R^k_ij - 1| < tol
+    keeps R^k (its column sums are 1 up to rounding: every iteration ends
+    with the column normalisation).  Stopped lanes keep iterating (their
+    later iterates are discarded; the history stays finite) until every lane
+    has stopped.
     """
     L = acc.shape[0]
     n = W.shape[0]
-    for j in range(n):
+    for i in range(n):
         for c in range(L):
-            Gh[0, j, c] = 0.0
+            fa[i, c] = -xr[i, c]
+            ga[i, c] = 0.0
+            u[i, c] = 1.0
+            v[i, c] = 1.0
+    for i in range(n):
+        for j in range(n):
+            for c in range(L):
+                Kt[i, j, c] = fast_exp_ftz(W[i, j, c] - xr[i, c])
+    if hist:
+        for j in range(n):
+            for c in range(L):
+                Gh[0, j, c] = 0.0
     for c in range(L):
         Kc[c] = -1
     n_done = 0
     for it in range(n_iter):
-        g = Gh[it if hist else it & 1]
-        fo = F[(it - 1) if hist else (it - 1) & 1]
-        fn = F[it if hist else it & 1]
-        _row_pass(W, g, xr, acc, vmax, fn)
+        # ---- row half-step: s = Kt v, f^{it+1} = fa - log s --------------
+        for i in range(n):
+            for c in range(L):
+                acc[c] = 0.0
+            for j in range(n):
+                for c in range(L):
+                    acc[c] += Kt[i, j, c] * v[j, c]
+            for c in range(L):
+                s[i, c] = acc[c]
+        n_bad = 0
+        for c in range(L):
+            bad[c] = 0.0
+        for i in range(n):
+            for c in range(L):
+                bad[c] = 1.0 if s[i, c] < _SUM_FLOOR else bad[c]
+        for c in range(L):
+            n_bad += bad[c] > 0.0
+        if n_bad:
+            # the log-domain row pass for every lane (taken where bad):
+            # lg = g = ga + log v, acc2 = f^{it+1}
+            _log_scaling(ga, v, lg)
+            _row_pass(W, lg, xr, acc, vmax, acc2)
         if tol >= 0.0 and it > 0:
+            # row error of R^it
             for c in range(L):
                 acc[c] = 0.0
             for i in range(n):
                 for c in range(L):
-                    acc[c] = max(acc[c], abs(fast_exp(fo[i, c] - fn[i, c]) - 1.0))
+                    acc[c] = max(acc[c], abs(u[i, c] * s[i, c] - 1.0))
+            if n_bad:
+                for i in range(n):
+                    for c in range(L):
+                        if bad[c] > 0.0:
+                            e = abs(fast_exp(fa[i, c] + fast_log(u[i, c]) - acc2[i, c]) - 1.0)
+                            acc[c] = e if i == 0 else max(acc[c], e)
             for c in range(L):
                 if Kc[c] < 0 and acc[c] < tol:
                     Kc[c] = it
                     n_done += 1
                     for i in range(n):
-                        ff[i, c] = fo[i, c]
-                        gf[i, c] = g[i, c]
+                        ff[i, c] = fa[i, c] + fast_log(u[i, c])
+                        gf[i, c] = ga[i, c] + fast_log(v[i, c])
             if n_done == L:
                 return
-        _col_pass(W, fn, xc, acc2, vmax, Gh[(it + 1) if hist else (it + 1) & 1])
-    fl = F[(n_iter - 1) if hist else (n_iter - 1) & 1]
-    gl = Gh[n_iter if hist else n_iter & 1]
+        for i in range(n):
+            for c in range(L):
+                u[i, c] = 1.0 / s[i, c]
+        if n_bad:
+            for i in range(n):
+                for c in range(L):
+                    if bad[c] > 0.0:
+                        fa[i, c] = acc2[i, c]
+                        ga[i, c] = lg[i, c]
+                        u[i, c] = 1.0
+                        v[i, c] = 1.0
+            _stabilised_kernel(W, fa, ga, bad, Kt)
+        if hist:
+            _log_scaling(fa, u, F[it])
+        # ---- column half-step: s = Kt^T u, g^{it+1} = ga - log s ---------
+        for j in range(n):
+            for c in range(L):
+                s[j, c] = 0.0
+        for i in range(n):
+            for j in range(n):
+                for c in range(L):
+                    s[j, c] += Kt[i, j, c] * u[i, c]
+        n_bad = 0
+        for c in range(L):
+            bad[c] = 0.0
+        for j in range(n):
+            for c in range(L):
+                bad[c] = 1.0 if s[j, c] < _SUM_FLOOR else bad[c]
+        for c in range(L):
+            n_bad += bad[c] > 0.0
+        for j in range(n):
+            for c in range(L):
+                v[j, c] = 1.0 / s[j, c]
+        if n_bad:
+            # lg = f = fa + log u, acc2 = g^{it+1} by the log-domain pass
+            _log_scaling(fa, u, lg)
+            _col_pass(W, lg, xc, s, vmax, acc2)
+            for i in range(n):
+                for c in range(L):
+                    if bad[c] > 0.0:
+                        fa[i, c] = lg[i, c]
+                        ga[i, c] = acc2[i, c]
+                        u[i, c] = 1.0
+                        v[i, c] = 1.0
+            _stabilised_kernel(W, fa, ga, bad, Kt)
+        # ---- absorb scalings that left [1/_ABSORB, _ABSORB] --------------
+        n_bad = 0
+        for c in range(L):
+            bad[c] = 0.0
+        for i in range(n):
+            for c in range(L):
+                x = max(u[i, c], v[i, c])
+                y = min(u[i, c], v[i, c])
+                bad[c] = 1.0 if (x > _ABSORB or y < 1.0 / _ABSORB) else bad[c]
+        for c in range(L):
+            n_bad += bad[c] > 0.0
+        if n_bad:
+            _absorb(W, fa, ga, u, v, bad, Kt)
+        if hist:
+            _log_scaling(ga, v, Gh[it + 1])
     for c in range(L):
         if Kc[c] < 0:
             Kc[c] = n_iter
             for i in range(n):
-                ff[i, c] = fl[i, c]
-                gf[i, c] = gl[i, c]
+                ff[i, c] = fa[i, c] + fast_log(u[i, c])
+                gf[i, c] = ga[i, c] + fast_log(v[i, c])
 
 
 @njit(**_PAR)
@@ -273,19 +425,28 @@ def operator_forward(X, n_iter, tol, lanes, R, iters):
     n_items = (B + L - 1) // L
     for t in prange(n_items):
         W = np.empty((n, n, L))
-        F = np.empty((2, n, L))
-        Gh = np.empty((2, n, L))
+        Kt = np.empty((n, n, L))
+        F = np.empty((1, n, L))     # the history (unused here)
+        Gh = np.empty((1, n, L))
         xr = np.empty((n, L))
         xc = np.empty((n, L))
+        fa = np.empty((n, L))
+        ga = np.empty((n, L))
+        u = np.empty((n, L))
+        v = np.empty((n, L))
+        s = np.empty((n, L))
+        lg = np.empty((n, L))
         acc2 = np.empty((n, L))
         ff = np.empty((n, L))
         gf = np.empty((n, L))
         acc = np.empty(L)
         vmax = np.empty(L)
+        bad = np.empty(L)
         Kc = np.empty(L, dtype=np.int64)
         b0 = t * L
         _load(X, b0, B, W, xr, xc)
-        _forward_lanes(W, xr, xc, n_iter, tol, F, Gh, False, acc, acc2, vmax, Kc, ff, gf)
+        _forward_lanes(W, xr, xc, n_iter, tol, F, Gh, False, Kt, fa, ga, u, v, s, lg, acc,
+                       acc2, vmax, bad, Kc, ff, gf)
         nl = min(L, B - b0)
         for c in range(nl):
             iters[b0 + c] = Kc[c]
@@ -1190,7 +1351,16 @@ def unrolled_backward(X, G, n_iter, tol, lanes, dX, iters):
         nl = min(L, B - b0)
         _load(X, b0, B, W, xr, xc)
         _gather(G, b0, B, GW)
-        _forward_lanes(W, xr, xc, n_iter, tol, F, Gh, True, acc, acc2, vmax, Kc, ff, gf)
+        Kt = np.empty((n, n, L))
+        fa = np.empty((n, L))
+        ga = np.empty((n, L))
+        u = np.empty((n, L))
+        v = np.empty((n, L))
+        s = np.empty((n, L))
+        lg = np.empty((n, L))
+        bad = np.empty(L)
+        _forward_lanes(W, xr, xc, n_iter, tol, F, Gh, True, Kt, fa, ga, u, v, s, lg, acc,
+                       acc2, vmax, bad, Kc, ff, gf)
         Kmax = 0
         for c in range(L):
             Kmax = max(Kmax, Kc[c])
