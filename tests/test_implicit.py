@@ -151,6 +151,24 @@ def test_forward_stabilised_paths(rng, tol):
         np.testing.assert_array_equal(sinkhorn_operator(X[::-1], 40, tol=tol), R[::-1])
 
 
+@pytest.mark.parametrize("scale", [1e5, 1e7, 1e100, 1e300])
+def test_forward_huge_entries(rng, scale):
+    # beyond |X| ~ 1e6 the potentials cannot hold the multiplicative
+    # scalings' updates and the CPU forward runs those lanes in the log
+    # domain: the result agrees with the logsumexp loop to the rounding of
+    # X (|X| * eps) and stays a column-normalised matrix with entries in [0, 1]
+    X = rng.normal(size=(70, 5, 5)) * scale
+    X[::3] = rng.uniform(0, 4, size=X[::3].shape)      # lanes on the fast path
+    R = sinkhorn_operator(X, 30)
+    # rounding of X + f + g: 16 |X| eps; from ~1e16 on, X's ulps exceed 1 and
+    # every exponent is 0 or far below -745 (entries are exact fractions)
+    atol = 16 * 2.2e-16 * (scale if scale < 1e15 else 1.0)
+    assert np.all(np.isfinite(R)) and R.min() >= 0 and R.max() <= 1 + atol
+    np.testing.assert_allclose(R.sum(-2), 1.0, rtol=0, atol=atol)
+    np.testing.assert_allclose(R, ref_forward(X, 30), rtol=0, atol=atol)
+    np.testing.assert_array_equal(sinkhorn_operator(X[1:2], 30)[0], R[1])
+
+
 def test_unrolled_stabilised_paths(rng):
     X = _stress_batch(rng, B=12, n=4)
     G = rng.normal(size=X.shape)

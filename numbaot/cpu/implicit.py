@@ -19,10 +19,15 @@ Conventions shared by every kernel here
 * Log-domain scalings: R = exp(X + f 1^T + 1 g^T).  One Sinkhorn iteration is a
   row normalisation f_i <- -LSE_j(X_ij + g_j) followed by a column
   normalisation g_j <- -LSE_i(X_ij + f_i) (Mena et al. 2018, Gumbel-Sinkhorn,
-  eq. 3: S^l = T_c(T_r(S^{l-1})), S^0 = exp X).  Each logsumexp is shifted by
-  a bound (row max of X + max g; column max of X + max f) that needs no max
-  pass per iteration; a sum below ``_SUM_FLOOR`` (possible only for |X|
-  spreads beyond ~460) is recomputed with the exact max.
+  eq. 3: S^l = T_c(T_r(S^{l-1})), S^0 = exp X).  The forward computes it
+  log-stabilised (``_forward_lanes``): f = fa + log u, g = ga + log v with
+  u = 1 / (Kt v), v = 1 / (Kt^T u) on the kernel Kt = exp(X + fa 1^T + 1 ga^T),
+  multiply-adds instead of exponentials; the shifted logsumexps below
+  (``_row_pass``, ``_col_pass``) take over, per lane, the half-steps whose
+  sums would underflow.  Each logsumexp is shifted by a bound (row max of
+  X + max g; column max of X + max f) that needs no max pass; a sum below
+  ``_SUM_FLOOR`` (possible only for |X| spreads beyond ~460) is recomputed
+  with the exact max.
 """
 import inspect
 import math
@@ -209,18 +214,28 @@ def _col_pass(W, f, xc, acc2, vmax, out):
 #: potentials (and the kernel recomputed) once they leave [1/_ABSORB, _ABSORB]
 _ABSORB = 1e30
 
+#: A lane whose absorbed potentials exceed this in magnitude runs the plain
+#: log-domain half-steps: f = fa + log u could no longer hold the scalings'
+#: updates (its rounding, |fa| * 2.2e-16, would reach 2e-10), while the
+#: log-domain iterates stay consistent with their own rounding (|X| ~ 1e6
+#: and beyond: temperatures so low that R is a permutation to rounding)
+_LOG_ONLY = 1e6
+
 
 @njit(inline="always", **_SER)
 def _stabilised_kernel(W, fa, ga, flag, Kt):
     """Kt = exp(W + fa 1^T + 1 ga^T) (flushed to 0 below e^-708) in the lanes
     c with flag[c] > 0; the other lanes are left as they are (a lane's
-    arithmetic never depends on a neighbour's)."""
+    arithmetic never depends on a neighbour's).  (fa, ga) are always the
+    potentials of a row- or column-normalised iterate, whose entries are
+    <= 1: exponents above 0 are rounding (of |X| ~ 1e17 and beyond, where it
+    can be large) and are clamped to 0."""
     L = flag.shape[0]
     n = W.shape[0]
     for i in range(n):
         for j in range(n):
             for c in range(L):
-                e = fast_exp_ftz(W[i, j, c] + fa[i, c] + ga[j, c])
+                e = fast_exp_ftz(min(W[i, j, c] + fa[i, c] + ga[j, c], 0.0))
                 Kt[i, j, c] = e if flag[c] > 0.0 else Kt[i, j, c]
 
 
@@ -238,6 +253,19 @@ def _absorb(W, fa, ga, u, v, flag, Kt):
                 u[i, c] = 1.0
                 v[i, c] = 1.0
     _stabilised_kernel(W, fa, ga, flag, Kt)
+
+
+@njit(inline="always", **_SER)
+def _flag_log_only(fa, ga, bad):
+    """bad[c] = 1 for the lanes whose potentials exceed _LOG_ONLY in
+    magnitude, else 0."""
+    L = bad.shape[0]
+    for c in range(L):
+        bad[c] = 0.0
+    for i in range(fa.shape[0]):
+        for c in range(L):
+            big = max(abs(fa[i, c]), abs(ga[i, c])) > _LOG_ONLY
+            bad[c] = 1.0 if big else bad[c]
 
 
 @njit(inline="always", **_SER)
@@ -310,8 +338,7 @@ def _forward_lanes(W, xr, xc, n_iter, tol, F, Gh, hist, Kt, fa, ga, u, v, s, lg,
             for c in range(L):
                 s[i, c] = acc[c]
         n_bad = 0
-        for c in range(L):
-            bad[c] = 0.0
+        _flag_log_only(fa, ga, bad)
         for i in range(n):
             for c in range(L):
                 bad[c] = 1.0 if s[i, c] < _SUM_FLOOR else bad[c]
@@ -367,8 +394,7 @@ def _forward_lanes(W, xr, xc, n_iter, tol, F, Gh, hist, Kt, fa, ga, u, v, s, lg,
                 for c in range(L):
                     s[j, c] += Kt[i, j, c] * u[i, c]
         n_bad = 0
-        for c in range(L):
-            bad[c] = 0.0
+        _flag_log_only(fa, ga, bad)
         for j in range(n):
             for c in range(L):
                 bad[c] = 1.0 if s[j, c] < _SUM_FLOOR else bad[c]
