@@ -126,10 +126,12 @@ def sinkhorn_operator(X, n_iter=20, tol=None, return_n_iter=False):
     g_j <- -log sum_i exp(X_ij + f_i), starting from g = 0 (Mena et al. 2018,
     eq. 3: S^l(X) = T_c(T_r(S^{l-1}(X))); Cuturi 2013).  After every iteration
     the column sums of R are 1 (up to rounding); the row sums converge to 1.
-    Computed with shifted log-sum-exps in float64, so any finite X with
-    entries below ~1e307 in magnitude (e.g. |X| ~ 1e4, a low temperature) is
-    safe: nothing overflows.  (Entries whose differences overflow float64,
-    |X| near its limit 1.8e308, give NaN.)
+    The potentials f, g are kept in the log domain (float64), so any finite X
+    with entries below ~1e307 in magnitude (e.g. |X| ~ 1e4, a low
+    temperature) is safe: nothing overflows, and R agrees with the plain
+    logsumexp iteration to the rounding of X (about |X| * 1e-15).  (Entries
+    whose differences overflow float64, |X| near its limit 1.8e308, give
+    NaN.)
 
     Parameters
     ----------
@@ -177,12 +179,22 @@ def sinkhorn_operator(X, n_iter=20, tol=None, return_n_iter=False):
     -----
     CPU: ``prange`` over work items of 64 matrices (32 for n > 16; a
     smaller batch fills one item of B rounded up to a multiple of 8)
-    processed side by side, vectorised across the matrices; 2 n^2
-    exponentials per matrix per iteration (a vectorised polynomial exp);
-    float64 arithmetic whatever the input dtype.  CUDA: one thread per
-    matrix for n < ``_config.CUDA_IMPLICIT_WARP_MIN_N`` (and n > 64), one
-    warp per matrix otherwise.  Device inputs are validated on the device
-    (a counting kernel; only two integers are copied back).
+    processed side by side, vectorised across the matrices; float64
+    arithmetic whatever the input dtype.  The iterations run log-stabilised
+    (Schmitzer 2019, "Stabilized sparse scaling algorithms for entropy
+    regularized transport problems", SIAM J. Sci. Comput. 41(3), A1443,
+    Alg. 2): f = fa + log u, g = ga + log v, u = 1 / (K v), v = 1 / (K^T u)
+    on K = exp(X + fa 1^T + 1 ga^T), i.e. 2 n^2 multiply-adds per matrix per
+    iteration instead of 2 n^2 exponentials, with u, v absorbed into fa, ga
+    (and K recomputed) when they leave [1e-30, 1e30]; per matrix, a
+    half-step whose sums would underflow (|X| spreads beyond ~700) runs as
+    shifted logsumexps instead, and so does every half-step once the
+    potentials exceed 1e6 in magnitude.  2 n^2 exponentials per matrix at
+    the start and the end.  CUDA: the plain log-domain iteration (2 n^2
+    exponentials per iteration), one thread per matrix for
+    n < ``_config.CUDA_IMPLICIT_WARP_MIN_N`` (and n > 64), one warp per
+    matrix otherwise.  Device inputs are validated on the device (a
+    counting kernel; only two integers are copied back).
     """
     dev = device_of(X=X)
     X = _checks.as_square_batch(X, "X", on_device=(dev == "cuda"))

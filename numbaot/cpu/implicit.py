@@ -1346,7 +1346,9 @@ def unrolled_backward(X, G, n_iter, tol, lanes, dX, iters):
     gbar^K = s_c, fbar^K = s_r - P^K gbar^K, fbar^k = -P^k gbar^k (k < K),
     gbar^{k-1} = -Q^k^T fbar^k, and dX = G*R - sum_k (1 gbar^k^T * P^k +
     fbar^k 1^T * Q^k).  Two exponentials per entry per iteration in the
-    reverse sweep (P and Q, both <= 1), two in the forward recomputation.  Lanes with different
+    reverse sweep (P and Q, both <= 1); the forward recomputation is
+    ``operator_forward``'s own (``_forward_lanes``: multiply-adds, plus 2 n
+    logarithms per iteration for the history).  Lanes with different
     K (tol) are masked: lane c joins the sweep at k = K_c.
     """
     L = lanes
