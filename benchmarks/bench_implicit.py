@@ -213,7 +213,8 @@ def main(argv=None):
         return
     print("\n## other modes and the forward (ms; 48 iterations)\n")
     C.print_table(["batch x n", "dtype", "implicit_corrected", "unrolled (incl. forward)",
-                   "forward", "numpy/scipy forward", "forward ratio", "G exp-entries/s"],
+                   "forward", "numpy/scipy forward", "forward ratio",
+                   "G entry-updates/s (2 n^2 per iteration)"],
                   extra_rows)
 
 
