@@ -269,6 +269,37 @@ def _flag_log_only(fa, ga, bad):
 
 
 @njit(inline="always", **_SER)
+def _flag_bad_lanes(fa, ga, s, bad):
+    """bad[c] = 1 for the lanes that take the log-domain half-step: their
+    potentials exceed _LOG_ONLY or one of their sums s[:, c] fell below
+    _SUM_FLOOR; returns their count."""
+    _flag_log_only(fa, ga, bad)
+    L = bad.shape[0]
+    for i in range(s.shape[0]):
+        for c in range(L):
+            bad[c] = 1.0 if s[i, c] < _SUM_FLOOR else bad[c]
+    n_bad = 0
+    for c in range(L):
+        n_bad += bad[c] > 0.0
+    return n_bad
+
+
+@njit(inline="always", **_SER)
+def _restart_lanes(W, f, g, bad, fa, ga, u, v, Kt):
+    """In the lanes c with bad[c] > 0: fa = f, ga = g (the log-domain
+    half-step's potentials), u = v = 1, and the kernel recomputed."""
+    L = bad.shape[0]
+    for i in range(f.shape[0]):
+        for c in range(L):
+            if bad[c] > 0.0:
+                fa[i, c] = f[i, c]
+                ga[i, c] = g[i, c]
+                u[i, c] = 1.0
+                v[i, c] = 1.0
+    _stabilised_kernel(W, fa, ga, bad, Kt)
+
+
+@njit(inline="always", **_SER)
 def _log_scaling(a, s, out):
     """out = a + log s (the log potential of an absorbed part a and a
     scaling s)."""
@@ -337,13 +368,7 @@ def _forward_lanes(W, xr, xc, n_iter, tol, F, Gh, hist, Kt, fa, ga, u, v, s, lg,
                     acc[c] += Kt[i, j, c] * v[j, c]
             for c in range(L):
                 s[i, c] = acc[c]
-        n_bad = 0
-        _flag_log_only(fa, ga, bad)
-        for i in range(n):
-            for c in range(L):
-                bad[c] = 1.0 if s[i, c] < _SUM_FLOOR else bad[c]
-        for c in range(L):
-            n_bad += bad[c] > 0.0
+        n_bad = _flag_bad_lanes(fa, ga, s, bad)
         if n_bad:
             # the log-domain row pass for every lane (taken where bad):
             # lg = g = ga + log v, acc2 = f^{it+1}
@@ -375,14 +400,7 @@ def _forward_lanes(W, xr, xc, n_iter, tol, F, Gh, hist, Kt, fa, ga, u, v, s, lg,
             for c in range(L):
                 u[i, c] = 1.0 / s[i, c]
         if n_bad:
-            for i in range(n):
-                for c in range(L):
-                    if bad[c] > 0.0:
-                        fa[i, c] = acc2[i, c]
-                        ga[i, c] = lg[i, c]
-                        u[i, c] = 1.0
-                        v[i, c] = 1.0
-            _stabilised_kernel(W, fa, ga, bad, Kt)
+            _restart_lanes(W, acc2, lg, bad, fa, ga, u, v, Kt)
         if hist:
             _log_scaling(fa, u, F[it])
         # ---- column half-step: s = Kt^T u, g^{it+1} = ga - log s ---------
@@ -393,13 +411,7 @@ def _forward_lanes(W, xr, xc, n_iter, tol, F, Gh, hist, Kt, fa, ga, u, v, s, lg,
             for j in range(n):
                 for c in range(L):
                     s[j, c] += Kt[i, j, c] * u[i, c]
-        n_bad = 0
-        _flag_log_only(fa, ga, bad)
-        for j in range(n):
-            for c in range(L):
-                bad[c] = 1.0 if s[j, c] < _SUM_FLOOR else bad[c]
-        for c in range(L):
-            n_bad += bad[c] > 0.0
+        n_bad = _flag_bad_lanes(fa, ga, s, bad)
         for j in range(n):
             for c in range(L):
                 v[j, c] = 1.0 / s[j, c]
@@ -407,14 +419,7 @@ def _forward_lanes(W, xr, xc, n_iter, tol, F, Gh, hist, Kt, fa, ga, u, v, s, lg,
             # lg = f = fa + log u, acc2 = g^{it+1} by the log-domain pass
             _log_scaling(fa, u, lg)
             _col_pass(W, lg, xc, s, vmax, acc2)
-            for i in range(n):
-                for c in range(L):
-                    if bad[c] > 0.0:
-                        fa[i, c] = lg[i, c]
-                        ga[i, c] = acc2[i, c]
-                        u[i, c] = 1.0
-                        v[i, c] = 1.0
-            _stabilised_kernel(W, fa, ga, bad, Kt)
+            _restart_lanes(W, lg, acc2, bad, fa, ga, u, v, Kt)
         # ---- absorb scalings that left [1/_ABSORB, _ABSORB] --------------
         n_bad = 0
         for c in range(L):
