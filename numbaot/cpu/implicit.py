@@ -240,22 +240,6 @@ def _stabilised_kernel(W, fa, ga, flag, Kt):
 
 
 @njit(inline="always", **_SER)
-def _absorb(W, fa, ga, u, v, flag, Kt):
-    """In the lanes c with flag[c] > 0: fa += log u, ga += log v, u = v = 1,
-    and the kernel recomputed."""
-    L = flag.shape[0]
-    n = W.shape[0]
-    for i in range(n):
-        for c in range(L):
-            if flag[c] > 0.0:
-                fa[i, c] += fast_log(u[i, c])
-                ga[i, c] += fast_log(v[i, c])
-                u[i, c] = 1.0
-                v[i, c] = 1.0
-    _stabilised_kernel(W, fa, ga, flag, Kt)
-
-
-@njit(inline="always", **_SER)
 def _flag_log_only(fa, ga, bad):
     """bad[c] = 1 for the lanes whose potentials exceed _LOG_ONLY in
     magnitude, else 0."""
@@ -286,8 +270,10 @@ def _flag_bad_lanes(fa, ga, s, bad):
 
 @njit(inline="always", **_SER)
 def _restart_lanes(W, f, g, bad, fa, ga, u, v, Kt):
-    """In the lanes c with bad[c] > 0: fa = f, ga = g (the log-domain
-    half-step's potentials), u = v = 1, and the kernel recomputed."""
+    """In the lanes c with bad[c] > 0: fa = f, ga = g, u = v = 1, and the
+    kernel recomputed (after a log-domain half-step, f and g are its
+    potentials; to absorb scalings that left their range, fa + log u and
+    ga + log v)."""
     L = bad.shape[0]
     for i in range(f.shape[0]):
         for c in range(L):
@@ -297,6 +283,30 @@ def _restart_lanes(W, f, g, bad, fa, ga, u, v, Kt):
                 u[i, c] = 1.0
                 v[i, c] = 1.0
     _stabilised_kernel(W, fa, ga, bad, Kt)
+
+
+@njit(inline="always", **_SER)
+def _absorb_out_of_range(W, fa, ga, u, v, bad, f, g, Kt):
+    """Restart the lanes with a scaling outside [1/_ABSORB, _ABSORB] from
+    f = fa + log u, g = ga + log v (f, g: workspaces).  Run after each
+    half-step, so that the next one multiplies K by scalings <= _ABSORB:
+    a K entry flushed to 0 (< e^-708) then stands for a term < 1e-277,
+    against sums >= _SUM_FLOOR."""
+    L = bad.shape[0]
+    for c in range(L):
+        bad[c] = 0.0
+    for i in range(fa.shape[0]):
+        for c in range(L):
+            x = max(u[i, c], v[i, c])
+            y = min(u[i, c], v[i, c])
+            bad[c] = 1.0 if (x > _ABSORB or y < 1.0 / _ABSORB) else bad[c]
+    n_bad = 0
+    for c in range(L):
+        n_bad += bad[c] > 0.0
+    if n_bad:
+        _log_scaling(fa, u, f)
+        _log_scaling(ga, v, g)
+        _restart_lanes(W, f, g, bad, fa, ga, u, v, Kt)
 
 
 @njit(inline="always", **_SER)
@@ -324,8 +334,9 @@ def _forward_lanes(W, xr, xc, n_iter, tol, F, Gh, hist, Kt, fa, ga, u, v, s, lg,
     lane: a half-step whose sums fall below ``_SUM_FLOOR`` (an iterate far
     from balanced, e.g. |X| spreads beyond ~700) is computed by the
     log-domain pass instead (``_row_pass``/``_col_pass``, shifted
-    logsumexps) and absorbed; u or v outside [1/_ABSORB, _ABSORB] are
-    absorbed at the end of the iteration.  Kt then holds the iterate itself.
+    logsumexps) and the lane restarted from it; u or v outside
+    [1/_ABSORB, _ABSORB] are absorbed after each half-step.  Kt then holds
+    the iterate itself.
 
     With ``hist`` the log-scalings of every iteration are kept: F[k-1] = f^k
     (k = 1..K), Gh[k] = g^k (k = 0..K, g^0 = 0).  Kc[c] = K, the iteration
@@ -401,6 +412,7 @@ def _forward_lanes(W, xr, xc, n_iter, tol, F, Gh, hist, Kt, fa, ga, u, v, s, lg,
                 u[i, c] = 1.0 / s[i, c]
         if n_bad:
             _restart_lanes(W, acc2, lg, bad, fa, ga, u, v, Kt)
+        _absorb_out_of_range(W, fa, ga, u, v, bad, lg, acc2, Kt)
         if hist:
             _log_scaling(fa, u, F[it])
         # ---- column half-step: s = Kt^T u, g^{it+1} = ga - log s ---------
@@ -420,19 +432,7 @@ def _forward_lanes(W, xr, xc, n_iter, tol, F, Gh, hist, Kt, fa, ga, u, v, s, lg,
             _log_scaling(fa, u, lg)
             _col_pass(W, lg, xc, s, vmax, acc2)
             _restart_lanes(W, lg, acc2, bad, fa, ga, u, v, Kt)
-        # ---- absorb scalings that left [1/_ABSORB, _ABSORB] --------------
-        n_bad = 0
-        for c in range(L):
-            bad[c] = 0.0
-        for i in range(n):
-            for c in range(L):
-                x = max(u[i, c], v[i, c])
-                y = min(u[i, c], v[i, c])
-                bad[c] = 1.0 if (x > _ABSORB or y < 1.0 / _ABSORB) else bad[c]
-        for c in range(L):
-            n_bad += bad[c] > 0.0
-        if n_bad:
-            _absorb(W, fa, ga, u, v, bad, Kt)
+        _absorb_out_of_range(W, fa, ga, u, v, bad, lg, acc2, Kt)
         if hist:
             _log_scaling(ga, v, Gh[it + 1])
     for c in range(L):
