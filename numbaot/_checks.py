@@ -72,6 +72,15 @@ def check_reg(reg, name="reg"):
     return val
 
 
+def check_common(reg, numItermax, stopThr, iter_name="numItermax"):
+    """The scalars every Sinkhorn-family solver takes: ``(reg, numItermax,
+    stopThr)`` checked by :func:`check_reg`, :func:`check_iter_count` (under
+    the name ``iter_name``, e.g. POT's ``numIterMax`` of the empirical
+    solvers) and :func:`check_real_scalar`."""
+    return (check_reg(reg), check_iter_count(numItermax, iter_name),
+            check_real_scalar(stopThr, "stopThr"))
+
+
 def check_iter_count(n, name="numItermax"):
     """Validate an iteration count: an integer >= 0."""
     if isinstance(n, (bool, np.bool_)) or not isinstance(n, (numbers.Integral, np.integer)):
@@ -349,9 +358,7 @@ def _host_weights(w, name):
     validated there, by the same code as host ones."""
     if w is None:
         return as_real_array([], name)
-    if _dispatch.is_device_array(w):
-        w = _dispatch.as_device_array(w).copy_to_host()
-    return as_real_array(w, name)
+    return as_real_array(_dispatch.to_host(w), name)
 
 
 def _prepare_device_problem(a, b, M, allow_batch, method_name):
@@ -372,15 +379,13 @@ def _prepare_device_problem(a, b, M, allow_batch, method_name):
     a = _host_weights(a, "a")
     b = _host_weights(b, "b")
     dtype = result_dtype(a, b, np.empty(1, dtype=Md.dtype))
-    from .cuda import sinkhorn as _cu
-
-    if not _cu.all_finite(Md):
+    if not _dispatch.device_all_finite(Md):
         raise ValueError("M contains NaN or inf; costs must be finite")
     dim_a, dim_b = Md.shape
     b2, b_cols = _histograms(b, "b", dim_b, "columns", allow_batch, method_name)
     a2, a_cols = _histograms(a, "a", dim_a, "rows", allow_batch, method_name)
     _check_pairing(a, b, a_cols, b_cols)
-    Mc = _cu.to_contiguous(Md, dtype)
+    Mc = _dispatch.device_contiguous(Md, dtype)
     return Problem(M=Mc, a=a2, b=b2, dtype=dtype, n_hists=b_cols, paired=bool(a_cols),
                    device="cuda", like=M)
 

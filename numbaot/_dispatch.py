@@ -12,6 +12,7 @@ import os
 from contextlib import contextmanager
 
 import numba
+import numpy as np
 
 __all__ = [
     "num_threads",
@@ -23,6 +24,13 @@ __all__ = [
     "as_device_array",
     "like_input",
     "simulator_enabled",
+    "to_device",
+    "to_host",
+    "result_to_device",
+    "outputs_to_device",
+    "via_host",
+    "device_all_finite",
+    "device_contiguous",
 ]
 
 _INSTALL_HINT = "pip install 'numbaot[cuda]'"
@@ -172,3 +180,66 @@ def like_input(out, like):
 
         return cupy.asarray(out)
     return out
+
+
+# --------------------------------------------------------------------------
+# host <-> device copies (O(dim) vectors and results; never a hidden copy of
+# a large matrix, except where a public docstring says so)
+# --------------------------------------------------------------------------
+def to_device(x, dtype):
+    """A new numba device array holding ``x`` (host) as C-contiguous ``dtype``."""
+    cuda = require_cuda()
+    return cuda.to_device(np.ascontiguousarray(x, dtype=dtype))
+
+
+def to_host(x):
+    """A host copy of a device array; anything else is returned unchanged."""
+    if is_device_array(x):
+        return as_device_array(x).copy_to_host()
+    return x
+
+
+def result_to_device(x, like):
+    """A host result (array of ndim >= 1) as a device array of the kind of
+    ``like`` (CuPy or numba); scalars and non-arrays are returned unchanged
+    (losses of one problem stay host scalars, as documented)."""
+    if isinstance(x, np.ndarray) and x.ndim > 0:
+        return like_input(to_device(x, x.dtype), like)
+    return x
+
+
+def outputs_to_device(out, like):
+    """:func:`result_to_device` applied through tuples, lists and dicts (the
+    ``log`` dict) of a host solver's outputs."""
+    if isinstance(out, tuple):
+        return tuple(outputs_to_device(x, like) for x in out)
+    if isinstance(out, list):
+        return [outputs_to_device(x, like) for x in out]
+    if isinstance(out, dict):
+        return {k: outputs_to_device(x, like) for k, x in out.items()}
+    return result_to_device(out, like)
+
+
+def via_host(fn, args, kwargs, like):
+    """Run the host solver ``fn`` on host copies of its device arrays and
+    return its outputs as device arrays of the kind of ``like`` (for the
+    solvers that have no CUDA kernels; their docstrings say so)."""
+    require_cuda()
+    out = fn(*[to_host(x) for x in args], **{k: to_host(x) for k, x in kwargs.items()})
+    return outputs_to_device(out, like)
+
+
+def device_all_finite(x):
+    """True when the device array ``x`` has no NaN or inf (a device
+    reduction; nothing large is copied)."""
+    from .cuda import sinkhorn as cuda_sinkhorn
+
+    return cuda_sinkhorn.all_finite(x)
+
+
+def device_contiguous(x, dtype):
+    """The device array ``x`` as C-contiguous ``dtype`` (``x`` itself when it
+    already is, else a device copy)."""
+    from .cuda import sinkhorn as cuda_sinkhorn
+
+    return cuda_sinkhorn.to_contiguous(x, dtype)

@@ -53,13 +53,12 @@ import numpy as np
 
 from . import _checks
 from ._config import UNDERFLOW_RTOL
-from .bregman import _NOT_CONVERGED, _knopp_loop, _log_loop, _print_header_and_row
+from . import _loops
 from .cpu import chunk_layout
 from .cpu import empirical as _ke
 from .cpu import sinkhorn as _k
 from .cpu import unbalanced as _ku
-from .empirical import _LAZY_METRICS, _points, _row_marginal_l1
-from .unbalanced import _ENTROPY_WARNING, _fi, _kl
+from .bregman._empirical import LAZY_METRICS, check_points, row_marginal_l1
 
 __all__ = ["local_rows", "sinkhorn", "sinkhorn_unbalanced", "empirical_sinkhorn"]
 
@@ -177,11 +176,6 @@ def local_rows(n, comm=None):
     return slice(start, start + q + (1 if rank < r else 0))
 
 
-def _common_scalars(reg, numItermax, stopThr, iter_name="numItermax"):
-    return (_checks.check_reg(reg), _checks.check_iter_count(numItermax, iter_name),
-            _checks.check_real_scalar(stopThr, "stopThr"))
-
-
 def _global_a(comm, a, n_local):
     """The local weights (uniform over all ranks' rows when None) and the
     global number of rows; the total mass must be positive."""
@@ -291,7 +285,7 @@ def sinkhorn(a_local, b, M_local, reg, method="sinkhorn", numItermax=1000, stopT
         return method.lower()
 
     meth = _collective(comm, check_method)
-    reg, numItermax, stopThr = _collective(comm, lambda: _common_scalars(reg, numItermax, stopThr))
+    reg, numItermax, stopThr = _collective(comm, lambda: _checks.check_common(reg, numItermax, stopThr))
     M, a, b, dtype, n_global = _setup(comm, a_local, b, M_local, reg=reg, method=meth,
                                       numItermax=numItermax, stopThr=stopThr)
     warm = _warm(comm, warmstart, M.shape)
@@ -337,7 +331,7 @@ def _knopp(MPI, comm, M, a, b, dtype, n_global, reg, numItermax, stopThr, verbos
     def error():
         return _agree(comm, float(np.linalg.norm(v * q - b2)))
 
-    errs, ii = _knopp_loop(run, error, dtype, numItermax, stopThr, verbose, log, warn)
+    errs, ii = _loops.knopp_loop(run, error, dtype, numItermax, stopThr, verbose, log, warn)
     plan = np.empty((n, m), dtype=dtype)
     _k.scaled_plan(Kmat, u[0], v[0], plan)
     if not log:
@@ -386,12 +380,12 @@ def _log(MPI, comm, M, a, b, dtype, reg, numItermax, stopThr, verbose, log, warn
     def errors():
         return np.array([_agree(comm, float(np.linalg.norm(q[0] - b)))])
 
-    st = _log_loop(run, errors, 1, dtype, numItermax, stopThr)
+    st = _loops.log_loop(run, errors, 1, dtype, numItermax, stopThr)
     if verbose:
         for ii, err in zip(st["checks"][0], st["errs"][0]):
-            _print_header_and_row(ii, err, 200)
+            _loops.print_header_and_row(ii, err, 200)
     if warn and not st["converged"][0]:
-        warnings.warn(_NOT_CONVERGED)
+        warnings.warn(_loops.NOT_CONVERGED)
     plan = np.empty((n, m), dtype=dtype)
     _k.gibbs_kernel(M, c, u[0], v[0], plan)
     if not log:
@@ -479,7 +473,7 @@ def sinkhorn_unbalanced(a_local, b, M_local, reg, reg_m, method="sinkhorn", reg_
         if not isinstance(method, str) or method.lower() != "sinkhorn":
             raise ValueError("method must be 'sinkhorn' for the distributed sinkhorn_unbalanced; "
                              f"got {method!r}")
-        reg_c, nit, thr = _common_scalars(reg, numItermax, stopThr)
+        reg_c, nit, thr = _checks.check_common(reg, numItermax, stopThr)
         return reg_c, _checks.check_reg_m(reg_m), _checks.check_reg_type(reg_type), nit, thr
 
     reg, (reg_m1, reg_m2), reg_type, numItermax, stopThr = _collective(comm, scalars)
@@ -491,7 +485,7 @@ def sinkhorn_unbalanced(a_local, b, M_local, reg, reg_m, method="sinkhorn", reg_
     if c is not None:
         C = _collective(comm, lambda: _checks.check_reference_measure(c, M.shape))
     if reg_type == "entropy":
-        warnings.warn(_ENTROPY_WARNING)
+        warnings.warn(_loops.ENTROPY_WARNING)
         C = None
         ca, cb = np.ones(n), np.ones(m)
     else:
@@ -499,7 +493,7 @@ def sinkhorn_unbalanced(a_local, b, M_local, reg, reg_m, method="sinkhorn", reg_
     use_mat = C is not None
     Cmat = C if use_mat else np.zeros((1, 1))
     warm = _warm(comm, warmstart, M.shape)
-    fi1, fi2 = _fi(reg_m1, reg), _fi(reg_m2, reg)
+    fi1, fi2 = _loops.marginal_exponent(reg_m1, reg), _loops.marginal_exponent(reg_m2, reg)
 
     Kmat = np.empty((n, m), dtype=dtype)
     _ku.uot_gibbs(M, -1.0 / reg, ca, cb, Cmat, use_mat, Kmat)
@@ -535,7 +529,7 @@ def sinkhorn_unbalanced(a_local, b, M_local, reg, reg_m, method="sinkhorn", reg_
         if bad or loc[2] != 0.0 or not np.isfinite(v).all():
             u[:, :] = uprev
             v[:, :] = vprev
-            warnings.warn("Numerical errors at iteration %s" % it)
+            warnings.warn(_loops.NUMERICAL_ERRORS % it)
             break
         err_u = loc[0] / max(loc[1], 1.0)
         err_v = np.max(np.abs(v - vprev)) / max(np.max(np.abs(v)), np.max(np.abs(vprev)), 1.0)
@@ -545,9 +539,7 @@ def sinkhorn_unbalanced(a_local, b, M_local, reg, reg_m, method="sinkhorn", reg_
             break
     if log and verbose and comm.Get_rank() == 0:
         for i, e in enumerate(errs):
-            if i % 50 == 0:
-                print("{:5s}|{:12s}".format("It.", "Err") + "\n" + "-" * 19)
-            print("{:5d}|{:8e}|".format(i, e))
+            _loops.print_header_and_row(i, e, 50)
     plan = np.empty((n, m), dtype=dtype)
     if not log:
         _k.scaled_plan(Kmat, u[0], v[0], plan)
@@ -559,12 +551,12 @@ def sinkhorn_unbalanced(a_local, b, M_local, reg, reg_m, method="sinkhorn", reg_
     _ku.uot_plan_stats(Kmat, M, u[0], v[0], Cmat, ca, cb, use_mat, True, plan,
                        n_chunks, chunk_rows, rows, Qc, cols[:m], out)
     cols[m], cols[m + 1] = out
-    cols[m + 2] = _kl(rows, a) if reg_m1 != np.inf else 0.0
+    cols[m + 2] = _loops.kl_div(rows, a) if reg_m1 != np.inf else 0.0
     comm.Allreduce(MPI.IN_PLACE, cols)
     lin, kl_plan, kl_rows = cols[m:]
     total = lin + reg * kl_plan + (reg_m1 * kl_rows if reg_m1 != np.inf else 0.0)
     if reg_m2 != np.inf:
-        total += reg_m2 * _kl(cols[:m], b)
+        total += reg_m2 * _loops.kl_div(cols[:m], b)
     with np.errstate(divide="ignore"):
         lg = {"err": errs, "logu": np.log(u[0] + 1e-300).astype(dtype),
               "logv": np.log(v[0] + 1e-300).astype(dtype),
@@ -645,11 +637,11 @@ def empirical_sinkhorn(X_s_local, X_t, reg, a_local=None, b=None, metric="sqeucl
     MPI, comm = _get_comm(comm)
 
     def local():
-        reg_c, nit, thr = _common_scalars(reg, numIterMax, stopThr, "numIterMax")
-        if metric not in _LAZY_METRICS:
-            raise ValueError(f"metric must be one of {sorted(_LAZY_METRICS)}; got {metric!r}")
-        Xs = _points(X_s_local, "X_s_local")
-        Xt = _points(X_t, "X_t")
+        reg_c, nit, thr = _checks.check_common(reg, numIterMax, stopThr, "numIterMax")
+        if metric not in LAZY_METRICS:
+            raise ValueError(f"metric must be one of {sorted(LAZY_METRICS)}; got {metric!r}")
+        Xs = check_points(X_s_local, "X_s_local")
+        Xt = check_points(X_t, "X_t")
         if Xs.shape[1] != Xt.shape[1]:
             raise ValueError(f"X_s_local and X_t must have the same dimension; got "
                              f"{Xs.shape[1]} and {Xt.shape[1]}")
@@ -674,7 +666,7 @@ def empirical_sinkhorn(X_s_local, X_t, reg, a_local=None, b=None, metric="sqeucl
         log_a, log_b = np.log(a), np.log(b)
     f, g = (np.zeros(n), np.zeros(m)) if warm is None else (warm[0][0].copy(), warm[1][0].copy())
     cc = -1.0 / reg
-    code = _LAZY_METRICS[metric]
+    code = LAZY_METRICS[metric]
     lse_f, lse_g = np.empty(n), np.empty(m)
     errs = []
     converged = False
@@ -687,7 +679,7 @@ def empirical_sinkhorn(X_s_local, X_t, reg, a_local=None, b=None, metric="sqeucl
         g = log_b - lse_g
         if (i_ot + 1) % 10 == 0:
             _ke.lazy_lse(Xs, Xt_t, g, cc, code, lse_f)
-            err = _agree(comm, comm.allreduce(_row_marginal_l1(f, lse_f, a)))
+            err = _agree(comm, comm.allreduce(row_marginal_l1(f, lse_f, a)))
             err = dtype.type(err)
             if log:
                 errs.append(err)
@@ -697,7 +689,7 @@ def empirical_sinkhorn(X_s_local, X_t, reg, a_local=None, b=None, metric="sqeucl
                 converged = True
                 break
     if not converged and warn:
-        warnings.warn(_NOT_CONVERGED)
+        warnings.warn(_loops.NOT_CONVERGED)
     f_out, g_out = f.astype(dtype), g.astype(dtype)
     if not log:
         return f_out, g_out

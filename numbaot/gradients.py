@@ -43,11 +43,11 @@ the truncated iteration.
 import numpy as np
 
 from . import _checks, _dispatch
-from .bregman import (_check_common, _dev_out, _knopp_core, _log_core, _log_report, _log_warn,
-                      sinkhorn_knopp, sinkhorn_log)
+from . import _balanced, _loops
+from .bregman import sinkhorn_knopp, sinkhorn_log
 from .cpu import empirical as _ke
 from .cpu import sinkhorn as _ks
-from .empirical import _LAZY_METRICS, _lazy
+from .bregman._empirical import LAZY_METRICS, lazy_solve
 
 __all__ = ["sinkhorn2_value_and_grad", "empirical_sinkhorn2_value_and_grad"]
 
@@ -148,14 +148,15 @@ def _value_and_grad_cuda(P, meth, reg, numItermax, stopThr, verbose, warn, warms
 
     from .cuda import gradients as cg
 
-    reg, numItermax, stopThr = _check_common(reg, numItermax, stopThr)
+    reg, numItermax, stopThr = _checks.check_common(reg, numItermax, stopThr)
     if meth == "sinkhorn_log":
-        st = _log_core(P, reg, numItermax, stopThr, warmstart)
-        _log_report(P, st, verbose, _log_warn(P, warn))
-        lu, lv = st["u"], st["v"]
+        _, st, res = _balanced.log_solve(P, reg, numItermax, stopThr, warmstart)
+        _loops.log_report(P, res, verbose, _loops.log_warn(P, warn))
+        lu, lv = st.u, st.v
     else:
-        st = _knopp_core(P, reg, numItermax, stopThr, verbose, True, warn, warmstart)
-        lu, lv = cg.log_of(st["u"]), cg.log_of(st["v"])
+        _, st, _, _ = _balanced.knopp_solve(P, reg, numItermax, stopThr, verbose, True, warn,
+                                            warmstart)
+        lu, lv = cg.log_of(st.u), cg.log_of(st.v)
     dt = P.dtype
     n, m = P.shape
     K = P.n_problems
@@ -168,7 +169,7 @@ def _value_and_grad_cuda(P, meth, reg, numItermax, stopThr, verbose, warn, warms
     like = _dispatch.like_input
     if P.n_hists:
         grad = {"a": like(ga, P.like), "b": like(gb, P.like), "M": like(plan, P.like)}
-        return _dev_out(values.astype(dt), P), grad
+        return _dispatch.result_to_device(values.astype(dt), P.like), grad
     grad = {"a": like(ga.reshape(n), P.like), "b": like(gb.reshape(m), P.like),
             "M": like(plan.reshape(n, m), P.like)}
     return dt.type(values[0]), grad
@@ -231,8 +232,8 @@ def empirical_sinkhorn2_value_and_grad(X_s, X_t, reg, a=None, b=None, metric="sq
     device array).  A batch runs its problems one after the other, on
     either device.
     """
-    if metric not in _LAZY_METRICS:
-        raise ValueError(f"metric must be one of {sorted(_LAZY_METRICS)}; got {metric!r}")
+    if metric not in LAZY_METRICS:
+        raise ValueError(f"metric must be one of {sorted(LAZY_METRICS)}; got {metric!r}")
     if _dispatch.device_of(X_s=X_s, X_t=X_t, a=a, b=b) == "cuda":
         return _empirical_cuda(X_s, X_t, reg, a, b, metric, numIterMax, stopThr, verbose, warn,
                                warmstart)
@@ -254,7 +255,7 @@ def empirical_sinkhorn2_value_and_grad(X_s, X_t, reg, a=None, b=None, metric="sq
         return vals, grad
     if a_arr is not None and a_arr.ndim == 2:
         raise ValueError("a is 2-D (paired batch), so b must be 2-D with as many histograms")
-    f_out, g_out, _, st = _lazy(X_s, X_t, reg, a, b, metric, numIterMax, stopThr, 100,
+    f_out, g_out, _, st = lazy_solve(X_s, X_t, reg, a, b, metric, numIterMax, stopThr, 100,
                                 verbose, False, warn, warmstart)
     Xs, Xt_t, f, g, c, code = st["Xs"], st["Xt_t"], st["f"], st["g"], st["c"], st["code"]
     Xt = np.ascontiguousarray(Xt_t.T)
@@ -292,7 +293,7 @@ def _empirical_one_cuda(X_s, X_t, reg, a, b, metric, numIterMax, stopThr, verbos
     from .cuda import empirical as ce
     from .cuda import gradients as cg
 
-    _, _, _, st = _lazy(X_s, X_t, reg, a, b, metric, numIterMax, stopThr, 100, verbose, False,
+    _, _, _, st = lazy_solve(X_s, X_t, reg, a, b, metric, numIterMax, stopThr, 100, verbose, False,
                         warn, warmstart)
     eng, c, code, dt = st["engine"], st["c"], st["code"], st["dtype"]
     (n, d), m = eng.Xs.shape, eng.Xt.shape[0]

@@ -48,7 +48,7 @@ import warnings
 
 import numpy as np
 
-from . import _checks, _dispatch
+from . import _checks, _dispatch, _loops
 from ._checks import prepare_problem
 from .cpu import chunk_layout
 from .cpu import sinkhorn as _ks
@@ -68,13 +68,6 @@ __all__ = [
 
 _METHODS = ("sinkhorn", "sinkhorn_stabilized", "sinkhorn_translation_invariant",
             "sinkhorn_reg_scaling", "sinkhorn_log")
-_ENTROPY_WARNING = "If reg_type = entropy, then the matrix c is overwritten by the one matrix."
-_REG_SCALING_WARNING = "Method not implemented yet. Using classic Sinkhorn-Knopp"
-_STAB_NOT_CONVERGED = (
-    "Stabilized Unbalanced Sinkhorn did not converge."
-    + "Try a larger entropy `reg` or a lower mass `reg_m`."
-    + "Or a larger absorption threshold `tau`."
-)
 
 
 # --------------------------------------------------------------------------
@@ -84,10 +77,6 @@ class _Setup:
     """Validated unbalanced problem: P (numbaot._checks.Problem), reg,
     reg_m1/2, fi1/2, the reference measure (ca, cb rank one, or C), the
     initial scalings (log u0, log v0) or None, numItermax, stopThr."""
-
-
-def _fi(reg_m, reg):
-    return reg_m / (reg_m + reg) if reg_m != np.inf else 1.0
 
 
 def _setup(a, b, M, reg, reg_m, reg_type, c, warmstart, numItermax, stopThr,
@@ -110,7 +99,7 @@ def _setup(a, b, M, reg, reg_m, reg_type, c, warmstart, numItermax, stopThr,
     S.reg_type = _checks.check_reg_type(reg_type)
     S.numItermax = _checks.check_iter_count(numItermax, "numItermax")
     S.stopThr = _checks.check_real_scalar(stopThr, "stopThr")
-    S.fi1, S.fi2 = _fi(S.reg_m1, S.reg), _fi(S.reg_m2, S.reg)
+    S.fi1, S.fi2 = _loops.marginal_exponent(S.reg_m1, S.reg), _loops.marginal_exponent(S.reg_m2, S.reg)
     dim_a, dim_b = P.shape
     C = None
     if c is not None:
@@ -118,7 +107,7 @@ def _setup(a, b, M, reg, reg_m, reg_type, c, warmstart, numItermax, stopThr,
             c = _dispatch.as_device_array(c).copy_to_host()
         C = _checks.check_reference_measure(c, P.shape)
     if S.reg_type == "entropy":
-        warnings.warn(_ENTROPY_WARNING)
+        warnings.warn(_loops.ENTROPY_WARNING)
         C = None
         ca, cb = np.ones(dim_a), np.ones(dim_b)
     elif P.n_hists:
@@ -135,25 +124,12 @@ def _setup(a, b, M, reg, reg_m, reg_type, c, warmstart, numItermax, stopThr,
     return S
 
 
-def _print_errs(errs, every=50):
-    for i, err in enumerate(errs):
-        if i % every == 0:
-            print("{:5s}|{:12s}".format("It.", "Err") + "\n" + "-" * 19)
-        print("{:5d}|{:8e}|".format(i, err))
-
-
-def _kl(p, q):
-    """POT's ``nx.kl_div(p, q)`` (mass=False): sum p log(p / q + 1e-16)."""
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return float(np.sum(p * np.log(p / q + 1e-16)))
-
-
 def _total_cost(S, lin, kl_plan, rows, cols):
     total = lin + S.reg * kl_plan
     if S.reg_m1 != np.inf:
-        total += S.reg_m1 * _kl(rows, S.P.a[0])
+        total += S.reg_m1 * _loops.kl_div(rows, S.P.a[0])
     if S.reg_m2 != np.inf:
-        total += S.reg_m2 * _kl(cols, S.P.b[0])
+        total += S.reg_m2 * _loops.kl_div(cols, S.P.b[0])
     return total
 
 
@@ -205,10 +181,10 @@ def _knopp(S, verbose, log, want_plan=True):
     nit, failed = _k.uot_steps(Kmat, P.a, P.b, u, v, S.fi1, S.fi2, n_chunks, chunk_rows,
                                Q, q, S.numItermax, S.stopThr, errs)
     if failed:
-        warnings.warn("Numerical errors at iteration %s" % nit)
+        warnings.warn(_loops.NUMERICAL_ERRORS % nit)
     lg = {"err": _errs_out(errs, nit, P.dtype)} if log else None
     if log and verbose:
-        _print_errs(lg["err"])
+        _loops.print_errs(lg["err"])
     if log:
         with np.errstate(divide="ignore"):
             lg["logu"] = _vec_out(np.log(u + 1e-300), P)
@@ -260,10 +236,10 @@ def _knopp_cuda(S, verbose, log, want_plan=True):
     errs = []
     nit, failed = cu.uot_steps(st, S.numItermax, S.stopThr, errs)
     if failed:
-        warnings.warn("Numerical errors at iteration %s" % nit)
+        warnings.warn(_loops.NUMERICAL_ERRORS % nit)
     lg = {"err": _errs_out(errs, len(errs), dt)} if log else None
     if log and verbose:
-        _print_errs(lg["err"])
+        _loops.print_errs(lg["err"])
     uh = st.u.copy_to_host().astype(np.float64)
     vh = st.v.copy_to_host().astype(np.float64)
     if log:
@@ -401,10 +377,10 @@ def _log_solve(S, verbose, log, want_plan=True):
     nit, failed = _k.uot_log_steps(M0, c, ga, gb, la, lb, S.fi1, S.fi2, logu, logv,
                                    n_chunks, chunk_rows, S.numItermax, S.stopThr, errs)
     if failed:
-        warnings.warn("Numerical errors at iteration %s" % nit)
+        warnings.warn(_loops.NUMERICAL_ERRORS % nit)
     lg = {"err": _errs_out(errs, nit, P.dtype)} if log else None
     if log and verbose:
-        _print_errs(lg["err"])
+        _loops.print_errs(lg["err"])
     if log:
         lg["logu"], lg["logv"] = _vec_out(logu, P), _vec_out(logv, P)
     if P.n_hists:
@@ -457,10 +433,10 @@ def _log_solve_cuda(S, verbose, log, want_plan=True):
     errs = []
     nit, failed = cu.uot_log_steps(st, S.numItermax, S.stopThr, errs)
     if failed:
-        warnings.warn("Numerical errors at iteration %s" % nit)
+        warnings.warn(_loops.NUMERICAL_ERRORS % nit)
     lg = {"err": _errs_out(errs, len(errs), dt)} if log else None
     if log and verbose:
-        _print_errs(lg["err"])
+        _loops.print_errs(lg["err"])
     uh = st.u.copy_to_host().astype(np.float64)
     vh = st.v.copy_to_host().astype(np.float64)
     if log:
@@ -572,7 +548,7 @@ def _finish_host(S, u, v, K, M, c, logu, logv, log, lg, n_hists, want_plan=True)
     if log:
         lin = float(np.sum(plan * M))
         lg["cost"] = dt.type(lin)
-        lg["total_cost"] = dt.type(_total_cost(S, lin, _kl(plan, c), plan.sum(1), plan.sum(0)))
+        lg["total_cost"] = dt.type(_total_cost(S, lin, _loops.kl_div(plan, c), plan.sum(1), plan.sum(0)))
     plan = np.asarray(plan, dt)
     return (plan, lg) if log else plan
 
@@ -655,7 +631,7 @@ def sinkhorn_stabilized_unbalanced(a, b, M, reg, reg_m, reg_type="kl", c=None, w
                 K = np.exp((alpha[:, None] + beta[None, :] - M0) / reg)
                 v = np.ones(v.shape)
             if _bad(Ktu, u, v):
-                warnings.warn("Numerical errors at iteration %s" % cpt)
+                warnings.warn(_loops.NUMERICAL_ERRORS % cpt)
                 u, v = uprev, vprev
                 break
             if (cpt % 10 == 0 and not absorbing) or cpt == 0:
@@ -663,12 +639,10 @@ def sinkhorn_stabilized_unbalanced(a, b, M, reg, reg_m, reg_type="kl", c=None, w
                 if log:
                     lg["err"].append(S.P.dtype.type(err))
                 if verbose:
-                    if cpt % 200 == 0:
-                        print("{:5s}|{:12s}".format("It.", "Err") + "\n" + "-" * 19)
-                    print("{:5d}|{:8e}|".format(cpt, err))
+                    _loops.print_header_and_row(cpt, err, 200)
             cpt = cpt + 1
         if err > S.stopThr:
-            warnings.warn(_STAB_NOT_CONVERGED)
+            warnings.warn(_loops.STAB_UNBALANCED_NOT_CONVERGED)
         if n_hists:
             logu = alpha[:, None] / reg + np.log(u)
             logv = beta[:, None] / reg + np.log(v)
@@ -688,7 +662,7 @@ def sinkhorn_stabilized_unbalanced(a, b, M, reg, reg_m, reg_type="kl", c=None, w
         if log:
             lin = float(np.sum(plan * M))
             lg["cost"] = dt.type(lin)
-            lg["total_cost"] = dt.type(_total_cost(S, lin, _kl(plan, c), plan.sum(1), plan.sum(0)))
+            lg["total_cost"] = dt.type(_total_cost(S, lin, _loops.kl_div(plan, c), plan.sum(1), plan.sum(0)))
         plan = np.asarray(plan, dt)
         return (plan, lg) if log else plan
 
@@ -748,7 +722,7 @@ def sinkhorn_unbalanced_translation_invariant(a, b, M, reg, reg_m, reg_type="kl"
             v_hat = (b / Ktu) ** fi_2 * np.sum(a * u_ ** (-reg_ratio1)) ** k_rho1
             v_ = v_hat * np.sum(b * v_hat ** (-reg_ratio2)) ** (-xi_rho2)
             if _bad(Ktu, u_, v_):
-                warnings.warn("Numerical errors at iteration %s" % i)
+                warnings.warn(_loops.NUMERICAL_ERRORS % i)
                 u, v = uprev, vprev
                 break
             t = (np.sum(a * u_ ** (-reg_ratio1)) / np.sum(b * v_ ** (-reg_ratio2))) ** (fi_12 / reg)
@@ -758,9 +732,7 @@ def sinkhorn_unbalanced_translation_invariant(a, b, M, reg, reg_m, reg_type="kl"
             if log:
                 lg["err"].append(S.P.dtype.type(err))
                 if verbose:
-                    if i % 50 == 0:
-                        print("{:5s}|{:12s}".format("It.", "Err") + "\n" + "-" * 19)
-                    print("{:5d}|{:8e}|".format(i, err))
+                    _loops.print_header_and_row(i, err, 50)
             if err < S.stopThr:
                 break
         logu, logv = np.log(u + 1e-300), np.log(v + 1e-300)
@@ -773,7 +745,7 @@ def sinkhorn_unbalanced_translation_invariant(a, b, M, reg, reg_m, reg_type="kl"
 def _solve(method, a, b, M, reg, reg_m, reg_type, c, warmstart, numItermax, stopThr,
            verbose, log, kwargs, want_plan=True):
     if method == "sinkhorn_reg_scaling":
-        warnings.warn(_REG_SCALING_WARNING)
+        warnings.warn(_loops.REG_SCALING_WARNING)
         method = "sinkhorn"
     if method == "sinkhorn_stabilized":
         return sinkhorn_stabilized_unbalanced(a, b, M, reg, reg_m, reg_type, c, warmstart,
@@ -964,7 +936,7 @@ def barycenter_unbalanced_sinkhorn(A, M, reg, reg_m, weights=None, numItermax=10
             q = q ** (1 / (1 - fi))
             v = (q[:, None] / Ktu) ** fi
             if _bad(Ktu, u, v):
-                warnings.warn("Numerical errors at iteration %s" % i)
+                warnings.warn(_loops.NUMERICAL_ERRORS % i)
                 u, v, q = uprev, vprev, qprev
                 break
             err = _rel(q, qprev)
@@ -973,9 +945,7 @@ def barycenter_unbalanced_sinkhorn(A, M, reg, reg_m, weights=None, numItermax=10
             if err < stopThr and i > 10:
                 break
             if verbose:
-                if i % 10 == 0:
-                    print("{:5s}|{:12s}".format("It.", "Err") + "\n" + "-" * 19)
-                print("{:5d}|{:8e}|".format(i, err))
+                _loops.print_header_and_row(i, err, 10)
         if log:
             lg["niter"] = i
             lg["logu"] = np.asarray(np.log(u + 1e-300), dt)
@@ -1030,7 +1000,7 @@ def barycenter_unbalanced_stabilized(A, M, reg, reg_m, weights=None, tau=1e3, nu
                 K = np.exp((alpha[:, None] + beta[None, :] - M) / reg)
                 v = np.ones(v.shape)
             if _bad(Ktu, u, v):
-                warnings.warn("Numerical errors at iteration %s" % i)
+                warnings.warn(_loops.NUMERICAL_ERRORS % i)
                 q = qprev
                 break
             if (i % 10 == 0 and not absorbing) or i == 0:
@@ -1038,13 +1008,11 @@ def barycenter_unbalanced_stabilized(A, M, reg, reg_m, weights=None, tau=1e3, nu
                 if log:
                     lg["err"].append(dt.type(err))
                 if verbose:
-                    if i % 50 == 0:
-                        print("{:5s}|{:12s}".format("It.", "Err") + "\n" + "-" * 19)
-                    print("{:5d}|{:8e}|".format(i, err))
+                    _loops.print_header_and_row(i, err, 50)
                 if err < stopThr:
                     break
         if err > stopThr:
-            warnings.warn(_STAB_NOT_CONVERGED)
+            warnings.warn(_loops.STAB_UNBALANCED_NOT_CONVERGED)
         if log:
             lg["niter"] = i
             lg["logu"] = np.asarray(np.log(u + 1e-300), dt)

@@ -46,6 +46,7 @@ import numpy as np
 from numba import njit, prange
 
 from .._config import (
+    BATCH_MINOR_MIN,
     COL_BLOCK,
     COL_TILE_ROWS,
     EXP_BLOCK,
@@ -53,7 +54,9 @@ from .._config import (
     ROW_SUM_FLOOR,
     ROW_TILE,
     TILE_BYTES,
+    UNDERFLOW_RTOL,
 )
+from . import chunk_layout
 from ._math import fast_exp, fast_exp_ftz
 
 _PAR = dict(JIT_OPTIONS, parallel=True)
@@ -541,7 +544,7 @@ def _knopp_step_failed(u, v, uprev, vprev, bad):
 
 
 @njit(**_SER)
-def knopp_steps(Kmat, a, b, u, v, q, n_chunks, chunk_rows, Q, n_steps):
+def knopp_run(Kmat, a, b, u, v, q, n_chunks, chunk_rows, Q, n_steps):
     """Run up to ``n_steps`` Sinkhorn-Knopp iterations in place.
 
     Arrays are problem-major (n_hists, dim).  On entry q = K^T u.  Each
@@ -561,8 +564,8 @@ def knopp_steps(Kmat, a, b, u, v, q, n_chunks, chunk_rows, Q, n_steps):
 
 
 @njit(**_SER)
-def knopp_steps_pm(Kmat, a, b, u, v, q, n_chunks, chunk_rows, Q, n_steps):
-    """``knopp_steps`` for the problem-minor layout (dim, n_hists); a separate
+def knopp_run_pm(Kmat, a, b, u, v, q, n_chunks, chunk_rows, Q, n_steps):
+    """``knopp_run`` for the problem-minor layout (dim, n_hists); a separate
     entry point so that a single problem never compiles the batch kernel."""
     uprev = np.empty_like(u)
     vprev = np.empty_like(v)
@@ -858,7 +861,7 @@ def _log_redo_columns(M, c, U, LB, BB, QQ, VN, active, n_chunks, chunk_rows, tin
 
 
 @njit(**_SER)
-def log_steps(M, c, loga, logb, b, u, v, vnext, shift_ok, active, n_chunks,
+def log_run(M, c, loga, logb, b, u, v, vnext, shift_ok, active, n_chunks,
               chunk_rows, Q, q, n_steps, tiny):
     """Run ``n_steps`` log-domain Sinkhorn iterations (POT order) in place.
 
@@ -883,9 +886,9 @@ def log_steps(M, c, loga, logb, b, u, v, vnext, shift_ok, active, n_chunks,
 
 
 @njit(**_SER)
-def log_steps_pm(M, c, loga, logb, b, u, v, vnext, shift_ok, active, n_chunks,
+def log_run_pm(M, c, loga, logb, b, u, v, vnext, shift_ok, active, n_chunks,
                  chunk_rows, Q, q, n_steps, tiny):
-    """``log_steps`` for the problem-minor layout (dim, n_hists); a separate
+    """``log_run`` for the problem-minor layout (dim, n_hists); a separate
     entry point so that a single problem never compiles the batch kernel."""
     dv_max = np.zeros(v.shape[1])
     for s in range(n_steps):
@@ -960,3 +963,172 @@ def greenkhorn_loop(Kmat, a, b, u, v, G, numItermax, stopThr):
         if stop_val <= stopThr:
             return ii, True
     return ii, False
+
+
+# --------------------------------------------------------------------------
+# Launchers: the same names, signatures and returns as numbaot.cuda.sinkhorn
+# --------------------------------------------------------------------------
+def _transposed(x):
+    return np.ascontiguousarray(x.T)
+
+
+class KnoppState:
+    """State of a batched Sinkhorn-Knopp run on the CPU.
+
+    Parameters
+    ----------
+    M : ndarray (dim_a, dim_b), float32 or float64, C order
+        Cost matrix; the Gibbs kernel K = exp(c M) is formed once.
+    c : float
+        -1 / reg.
+    a : ndarray (1 or n_problems, dim_a), float64
+        Source weights (one row shared by all problems, or one per problem).
+    b : ndarray (n_problems, dim_b), float64
+        Target weights.
+    u, v : ndarray (n_problems, dim_a), (n_problems, dim_b), float64
+        Initial scalings; the state takes ownership.
+
+    Many problems (n_problems >= ``BATCH_MINOR_MIN``) are iterated in the
+    problem-minor layout (dim, n_problems), vectorised over problems.
+    """
+
+    def __init__(self, M, c, a, b, u, v):
+        dim_a, dim_b = M.shape
+        n_problems = u.shape[0]
+        self.M = M
+        self.n_chunks, self.chunk_rows = chunk_layout(dim_a, n_problems, dim_b)
+        self.Kmat = np.empty(M.shape, dtype=M.dtype)
+        gibbs_kernel(M, c, np.zeros(dim_a), np.zeros(dim_b), self.Kmat)
+        self.pm = n_problems >= BATCH_MINOR_MIN
+        if self.pm:
+            self.u, self.v = _transposed(u), _transposed(v)
+            self.a, self.b = _transposed(a), _transposed(b)
+            self.Q = np.empty((self.n_chunks, dim_b, n_problems))
+            self.q = np.empty((dim_b, n_problems))
+            knopp_col_sums_pm(self.Kmat, self.u, self.n_chunks, self.chunk_rows, self.Q, self.q)
+        else:
+            self.u, self.v, self.a, self.b = u, v, a, b
+            self.Q = np.empty((self.n_chunks, n_problems, dim_b))
+            self.q = np.empty((n_problems, dim_b))
+            knopp_col_sums(self.Kmat, self.u, self.n_chunks, self.chunk_rows, self.Q, self.q)
+
+
+def knopp_steps(st, n_steps):
+    """Run up to ``n_steps`` Sinkhorn-Knopp iterations (v = b / K^T u,
+    u = a / K v).  As POT, an iteration that meets a zero in K^T u or a
+    NaN/inf in u, v is undone and the run stops.  Returns (steps completed,
+    failed flag); on failure the first value is the index of the failing
+    step."""
+    run = knopp_run_pm if st.pm else knopp_run
+    return run(st.Kmat, st.a, st.b, st.u, st.v, st.q, st.n_chunks, st.chunk_rows, st.Q,
+               n_steps)
+
+
+def knopp_error(st):
+    """2-norm of the column-marginal violation v * K^T u - b, all problems
+    together (POT's error of ``sinkhorn_knopp``)."""
+    return np.linalg.norm(st.v * st.q - st.b)
+
+
+def knopp_scalings(st):
+    """(u, v) as host arrays (n_problems, dim_a), (n_problems, dim_b), float64."""
+    if st.pm:
+        return _transposed(st.u), _transposed(st.v)
+    return st.u, st.v
+
+
+def knopp_loss(st):
+    """<plan_k, M>_F of every problem, host array (n_problems,), float64
+    (the plans are not formed)."""
+    u, v = knopp_scalings(st)
+    loss = np.empty(u.shape[0])
+    scaled_loss(st.Kmat, st.M, u, v, st.n_chunks, st.chunk_rows, loss)
+    return loss
+
+
+def knopp_plan(st):
+    """The plan diag(u) K diag(v) of the first problem, (dim_a, dim_b), dtype of M."""
+    u, v = knopp_scalings(st)
+    plan = np.empty(st.Kmat.shape, dtype=st.Kmat.dtype)
+    scaled_plan(st.Kmat, u[0], v[0], plan)
+    return plan
+
+
+class LogState:
+    """State of a batched log-domain Sinkhorn run on the CPU.
+
+    Parameters
+    ----------
+    M : ndarray (dim_a, dim_b), float32 or float64, C order
+        Cost matrix (never copied).
+    c : float
+        -1 / reg.
+    loga, logb : ndarray (1 or n_problems, dim_a), (n_problems, dim_b), float64
+        log of the weights (-inf for zero weights).
+    b : ndarray (n_problems, dim_b), float64
+        Target weights (for the marginal error).
+    u, v : ndarray (n_problems, dim_a), (n_problems, dim_b), float64
+        Initial log-scalings; the state takes ownership.
+    """
+
+    def __init__(self, M, c, loga, logb, b, u, v):
+        dim_a, dim_b = M.shape
+        n_problems = u.shape[0]
+        self.M, self.c = M, c
+        self.n_chunks, self.chunk_rows = chunk_layout(dim_a, n_problems, dim_b)
+        vnext = np.empty((n_problems, dim_b))
+        log_col_lse(M, c, u, self.n_chunks, self.chunk_rows, vnext)
+        vnext = logb - vnext
+        vnext[np.isneginf(logb)] = -np.inf
+        q = np.zeros((n_problems, dim_b))
+        self.pm = n_problems >= BATCH_MINOR_MIN
+        if self.pm:
+            self.u, self.v, self.vnext, self.q = (_transposed(x) for x in (u, v, vnext, q))
+            self.loga, self.logb, self.b = (_transposed(x) for x in (loga, logb, b))
+            self.Q = np.empty((self.n_chunks, dim_b, n_problems))
+        else:
+            self.u, self.v, self.vnext, self.q = u, v, vnext, q
+            self.loga, self.logb, self.b = loga, logb, b
+            self.Q = np.empty((self.n_chunks, n_problems, dim_b))
+        self.shift_ok = False
+
+
+def log_steps(st, n_steps, active):
+    """Run ``n_steps`` log-domain Sinkhorn iterations (POT's order) of the
+    problems flagged in ``active`` (bool (n_problems,)); the others are left
+    untouched."""
+    run = log_run_pm if st.pm else log_run
+    st.shift_ok = run(st.M, st.c, st.loga, st.logb, st.b, st.u, st.v, st.vnext, st.shift_ok,
+                      active, st.n_chunks, st.chunk_rows, st.Q, st.q, n_steps, UNDERFLOW_RTOL)
+
+
+def log_errors(st):
+    """Each problem's column-marginal violation ||plan^T 1 - b||_2, host
+    array (n_problems,)."""
+    if st.pm:
+        return np.linalg.norm(st.q.T - st.b.T, axis=1)
+    return np.linalg.norm(st.q - st.b, axis=1)
+
+
+def log_potentials(st):
+    """(log_u, log_v) as host arrays (n_problems, dim_a), (n_problems, dim_b), float64."""
+    if st.pm:
+        return _transposed(st.u), _transposed(st.v)
+    return st.u, st.v
+
+
+def log_loss(st):
+    """<plan_k, M>_F of every problem, host array (n_problems,), float64."""
+    u, v = log_potentials(st)
+    loss = np.empty(u.shape[0])
+    gibbs_loss(st.M, st.c, u, v, st.n_chunks, st.chunk_rows, loss)
+    return loss
+
+
+def log_plan(st):
+    """The plan exp(c M + log_u 1^T + 1 log_v^T) of the first problem,
+    (dim_a, dim_b), dtype of M."""
+    u, v = log_potentials(st)
+    plan = np.empty(st.M.shape, dtype=st.M.dtype)
+    gibbs_kernel(st.M, st.c, u[0], v[0], plan)
+    return plan

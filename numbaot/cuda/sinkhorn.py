@@ -526,14 +526,23 @@ def _vec_launch(m, n_problems):
     return ((m + t - 1) // t, _grid_k(n_problems)), t
 
 
+def _dev(x, dt):
+    return cuda.to_device(np.ascontiguousarray(x, dtype=dt))
+
+
 class LogState:
-    """Device state of a batched log-domain Sinkhorn run (problem-major)."""
+    """Device state of a batched log-domain Sinkhorn run (problem-major).
+
+    Same constructor as ``numbaot.cpu.sinkhorn.LogState``: ``M`` is the
+    C-contiguous device cost matrix (float32/float64: the computation's
+    dtype); ``loga``, ``logb``, ``b``, ``u``, ``v`` are host float64 arrays
+    (n_problems or 1, dim), copied to the device in M's dtype."""
 
     def __init__(self, M, c, loga, logb, b, u, v):
         dt = M.dtype
         self.M, self.c = M, dt.type(c)
-        self.loga, self.logb, self.b = loga, logb, b
-        self.u, self.v = u, v
+        self.loga, self.logb, self.b = _dev(loga, dt), _dev(logb, dt), _dev(b, dt)
+        self.u, self.v = _dev(u, dt), _dev(v, dt)
         K, m = v.shape
         self.vnext = cuda.device_array((K, m), dtype=dt)
         self.q = cuda.device_array((K, m), dtype=dt)
@@ -560,10 +569,13 @@ class LogState:
         self.active = cuda.to_device(self.active_host)
 
 
-def log_steps(st, n_steps):
+def log_steps(st, n_steps, active):
     """Run ``n_steps`` log-domain iterations (POT order: v = vnext, then
-    u = log a - row LSE, then the column LSE gives q and the next v) and
-    return err2[k] = ||q_k - b_k||^2 of every problem (host array)."""
+    u = log a - row LSE, then the column LSE gives q and the next v) of the
+    problems flagged in ``active`` (host bool (n_problems,)); the others are
+    left untouched.  The marginal errors are kept for :func:`log_errors`."""
+    if not np.array_equal(st.active_host, active):
+        st.set_active(active)
     dt = st.M.dtype
     K, m = st.v.shape
     n = st.M.shape[0]
@@ -571,7 +583,8 @@ def log_steps(st, n_steps):
         _k("log_fused_iterations", dt)[_grid_k(K), _tpb()](
             st.M, st.c, st.loga, st.logb, st.b, st.u, st.v, st.vnext, st.q,
             st.active, n_steps, st.err2)
-        return st.err2.copy_to_host()
+        st.err2_host = st.err2.copy_to_host()
+        return
     vgrid, vblock = _vec_launch(m, K)
     row = _k("log_row_lse", dt)[(n, _grid_k(K)), _tpb()]
     vup = _k("log_v_update", dt)[vgrid, vblock]
@@ -580,21 +593,59 @@ def log_steps(st, n_steps):
         row(st.M, st.c, st.v, st.loga, st.active, st.u)
         st._col_pass(st.v)
     marginal_error(st.q, st.b, st.active, st.err2)
-    return st.err2.copy_to_host()
+    st.err2_host = st.err2.copy_to_host()
+
+
+def log_errors(st):
+    """Each problem's column-marginal violation ||q_k - b_k||_2 after the
+    last :func:`log_steps`, host float64 array (n_problems,)."""
+    return np.sqrt(st.err2_host.astype(np.float64))
+
+
+def log_potentials(st):
+    """(log_u, log_v) as host arrays (n_problems, dim_a), (n_problems, dim_b),
+    in the computation's dtype."""
+    return st.u.copy_to_host(), st.v.copy_to_host()
+
+
+def log_loss(st):
+    """<plan_k, M>_F of every problem, host array (n_problems,), in the
+    computation's dtype (the plans are not formed)."""
+    loss = cuda.device_array(st.v.shape[0], dtype=st.M.dtype)
+    gibbs_loss(st.M, st.c, st.u, st.v, loss)
+    return loss.copy_to_host()
+
+
+def log_plan(st):
+    """The plan exp(c M + log_u 1^T + 1 log_v^T) of the first problem, a
+    device array (dim_a, dim_b) of M's dtype."""
+    plan = cuda.device_array(st.M.shape, dtype=st.M.dtype)
+    gibbs_kernel(st.M, st.c, st.u[0], st.v[0], plan)
+    return plan
 
 
 class KnoppState:
-    """Device state of a batched Sinkhorn-Knopp run (problem-major)."""
+    """Device state of a batched Sinkhorn-Knopp run (problem-major).
 
-    def __init__(self, Kmat, a, b, u, v):
-        dt = Kmat.dtype
-        self.Kmat, self.a, self.b, self.u, self.v = Kmat, a, b, u, v
+    Same constructor as ``numbaot.cpu.sinkhorn.KnoppState``: ``M`` is the
+    C-contiguous device cost matrix (its dtype is the computation's); the
+    Gibbs kernel K = exp(c M) is formed on the device; ``a``, ``b``, ``u``,
+    ``v`` are host float64 arrays, copied to the device in M's dtype."""
+
+    def __init__(self, M, c, a, b, u, v):
+        dt = M.dtype
+        self.M = M
+        self.Kmat = cuda.device_array(M.shape, dtype=dt)
+        gibbs_kernel(M, c, _dev(np.zeros(M.shape[0]), dt), _dev(np.zeros(M.shape[1]), dt),
+                     self.Kmat)
+        self.a, self.b, self.u, self.v = _dev(a, dt), _dev(b, dt), _dev(u, dt), _dev(v, dt)
         K, m = v.shape
         self.q = cuda.device_array((K, m), dtype=dt)
         self.qm = cuda.device_array((K, m), dtype=dt)
         self.err2 = cuda.to_device(np.zeros(K, dtype=dt))
+        self.err2_host = None
         self.active = cuda.to_device(np.ones(K, dtype=np.uint8))
-        self.n_chunks, self.chunk_rows = _col_layout(Kmat.shape[0])
+        self.n_chunks, self.chunk_rows = _col_layout(M.shape[0])
         self.P = cuda.device_array((K, self.n_chunks, m), dtype=dt)
         knopp_col_sums(self)  # q = K^T u
 
@@ -646,17 +697,47 @@ def knopp_steps(st, n_steps):
     iteration that meets a zero in K^T u or a NaN/inf in u, v is undone and
     the run stops: the kernels flag the failing step on the device; the block
     is then replayed from a snapshot up to the step before it.  Returns
-    (steps completed, failed flag, err2 per problem)."""
+    (steps completed, failed flag); on failure the first value is the index
+    of the failing step."""
     if n_steps == 0:
-        return 0, False, None
+        return 0, False
     fail = cuda.to_device(np.zeros(n_steps, dtype=np.int32))
     snap = st.snapshot()
     _knopp_run(st, n_steps, fail)
     flags = fail.copy_to_host()
     if not flags.any():
-        return n_steps, False, st.err2.copy_to_host()
+        st.err2_host = st.err2.copy_to_host()
+        return n_steps, False
     s = int(np.flatnonzero(flags)[0])
     st.restore(snap)
     if s:
         _knopp_run(st, s, cuda.to_device(np.zeros(s, dtype=np.int32)))
-    return s, True, None
+    return s, True
+
+
+def knopp_error(st):
+    """2-norm of the column-marginal violation v * K^T u - b after the last
+    successful :func:`knopp_steps`, all problems together."""
+    return np.sqrt(np.sum(st.err2_host, dtype=np.float64))
+
+
+def knopp_scalings(st):
+    """(u, v) as host arrays (n_problems, dim_a), (n_problems, dim_b), in the
+    computation's dtype."""
+    return st.u.copy_to_host(), st.v.copy_to_host()
+
+
+def knopp_loss(st):
+    """<plan_k, M>_F of every problem, host array (n_problems,), in the
+    computation's dtype (the plans are not formed)."""
+    loss = cuda.device_array(st.v.shape[0], dtype=st.M.dtype)
+    scaled_loss(st.Kmat, st.M, st.u, st.v, loss)
+    return loss.copy_to_host()
+
+
+def knopp_plan(st):
+    """The plan diag(u) K diag(v) of the first problem, a device array
+    (dim_a, dim_b) of M's dtype."""
+    plan = cuda.device_array(st.M.shape, dtype=st.M.dtype)
+    scaled_plan(st.Kmat, st.u[0], st.v[0], plan)
+    return plan

@@ -30,7 +30,7 @@ and 'niter' of the log stay host numbers):
   ``A`` and ``weights`` (O(dim n_hists)) are validated on host copies and
   the host reads dim numbers per stopping test.  The stopping rule, the
   'err' list and the warnings come from the same loop as on the CPU
-  (``_bary_loop``).
+  (``_periodic_bary``).
 * ``convolutional_barycenter2d(method='sinkhorn')`` runs on the CUDA
   kernels too (separable convolution of all images per launch); the images
   are validated on a host copy.
@@ -45,11 +45,10 @@ import warnings
 
 import numpy as np
 
-from . import _checks, _dispatch
-from .bregman import _NOT_CONVERGED, _outputs_to_device, _print_header_and_row
-from .cpu import chunk_layout
-from .cpu import barycenter as _kb
-from .cpu import sinkhorn as _k
+from .. import _checks, _dispatch, _loops
+from ..cpu import chunk_layout
+from ..cpu import barycenter as _kb
+from ..cpu import sinkhorn as _k
 
 __all__ = ["barycenter", "barycenter_sinkhorn", "barycenter_stabilized",
            "convolutional_barycenter2d"]
@@ -87,43 +86,24 @@ def _check_weights(weights, n_hists):
     return w
 
 
-def _common(reg, numItermax, stopThr):
-    return (_checks.check_reg(reg), _checks.check_iter_count(numItermax, "numItermax"),
-            _checks.check_real_scalar(stopThr, "stopThr"))
-
-
 def _geometric_bar(w, X):
     """exp(sum_k w_k log X[:, k]) (POT's geometricBar), X (dim, n_hists)."""
     with np.errstate(divide="ignore"):
         return np.exp(np.log(X) @ w)
 
 
-def _bary_loop(run, dtype, numItermax, stopThr, verbose, log, warn):
-    """POT's barycenter control flow (``barycenter_sinkhorn`` and
-    ``_barycenter_sinkhorn_log``), for both devices: ``run(want_err)`` makes
-    one iteration for all histograms and, when ``want_err``, returns the
-    error of that iteration; the error is tested at ii % 10 == 1 (appended
-    to the log, compared with ``stopThr``, then printed when verbose); the
-    "did not converge" warning when the loop runs out.  Returns the error
-    list and the last iteration index."""
-    errs = []
-    ii = 0
-    converged = False
-    for ii in range(numItermax):
-        want = ii % 10 == 1
-        err = run(want)
-        if want:
-            err = dtype.type(err)
-            if log:
-                errs.append(err)
-            if err < stopThr:
-                converged = True
-                break
-            if verbose:
-                _print_header_and_row(ii, err, 200)
-    if not converged and warn:
-        warnings.warn(_NOT_CONVERGED)
-    return errs, ii
+def _periodic_bary(run, dtype, numItermax, stopThr, verbose, log, warn):
+    """POT's control flow of ``barycenter_sinkhorn`` / ``_barycenter_sinkhorn_log``."""
+    return _loops.periodic_loop(run, dtype, numItermax, stopThr, verbose, log, warn,
+                                check_at=1, print_before_stop=False,
+                                warning=_loops.NOT_CONVERGED)
+
+
+def _periodic_conv(run, dtype, numItermax, stopThr, verbose, log, warn):
+    """POT's control flow of the convolutional barycenters."""
+    return _loops.periodic_loop(run, dtype, numItermax, stopThr, verbose, log, warn,
+                                check_at=9, print_before_stop=True,
+                                warning=_loops.CONV_NOT_CONVERGED)
 
 
 def _on_device(**arrays):
@@ -140,12 +120,9 @@ def _device_problem(A, M, weights):
     Returns (A as a host array, M on the device in the result dtype, weights
     as a host float64 array, result dtype)."""
     _dispatch.require_cuda()
-    from .cuda import sinkhorn as cu
+    from ..cuda import sinkhorn as cu
 
-    def host(x):
-        return _dispatch.as_device_array(x).copy_to_host() if _dispatch.is_device_array(x) else x
-
-    A, _ = _check_A(host(A))
+    A, _ = _check_A(_dispatch.to_host(A))
     dim = A.shape[0]
     if not _dispatch.is_device_array(M):
         raise ValueError(f"M must have shape ({dim}, {dim}) for histograms of {dim} bins "
@@ -158,7 +135,7 @@ def _device_problem(A, M, weights):
                          f"got {tuple(Md.shape)}")
     if not cu.all_finite(Md):
         raise ValueError("M contains NaN or inf; costs must be finite")
-    w = _check_weights(None if weights is None else host(weights), A.shape[1])
+    w = _check_weights(None if weights is None else _dispatch.to_host(weights), A.shape[1])
     dt = _checks.result_dtype(A, np.empty(1, dtype=Md.dtype))
     return A, cu.to_contiguous(Md, dt), w, dt
 
@@ -166,14 +143,14 @@ def _device_problem(A, M, weights):
 def _barycenter_cuda(meth, A, M, reg, weights, numItermax, stopThr, verbose, log, warn):
     """``barycenter_sinkhorn`` / ``_barycenter_sinkhorn_log`` on device arrays
     (kernels of ``numbaot.cuda.barycenter``, in the input dtype; the
-    control flow is ``_bary_loop``, as on the CPU)."""
+    control flow is ``_periodic_bary``, as on the CPU)."""
     like = A
     A, Md, w, dt = _device_problem(A, M, weights)
-    reg, numItermax, stopThr = _common(reg, numItermax, stopThr)
+    reg, numItermax, stopThr = _checks.check_common(reg, numItermax, stopThr)
     from numba import cuda
 
-    from .cuda import barycenter as cb
-    from .cuda import sinkhorn as cu
+    from ..cuda import barycenter as cb
+    from ..cuda import sinkhorn as cu
 
     dim, H = A.shape
     wd = cuda.to_device(w.astype(dt))
@@ -183,7 +160,7 @@ def _barycenter_cuda(meth, A, M, reg, weights, numItermax, stopThr, verbose, log
         z = cuda.to_device(np.zeros(dim, dtype=dt))
         cu.gibbs_kernel(Md, -1.0 / reg, z, z, Kmat)
         st = cb.KnoppBaryState(Kmat, Af.T, wd)
-        errs, ii = _bary_loop(lambda want: cb.knopp_bary_step(st, want), dt, numItermax,
+        errs, ii = _periodic_bary(lambda want: cb.knopp_bary_step(st, want), dt, numItermax,
                               stopThr, verbose, log, warn)
         bar = st.bar
         if np.any(np.isnan(bar.copy_to_host())):
@@ -192,7 +169,7 @@ def _barycenter_cuda(meth, A, M, reg, weights, numItermax, stopThr, verbose, log
     else:
         logA = np.ascontiguousarray(np.log(Af + 1e-16).T, dtype=dt)
         st = cb.LogBaryState(Md, -1.0 / reg, cuda.to_device(logA), wd)
-        errs, ii = _bary_loop(lambda want: cb.log_bary_step(st, want), dt, numItermax,
+        errs, ii = _periodic_bary(lambda want: cb.log_bary_step(st, want), dt, numItermax,
                               stopThr, verbose, log, warn)
         bar = cuda.device_array(dim, dtype=dt)
         cb.exp_vec(st.logbar, bar)
@@ -200,22 +177,6 @@ def _barycenter_cuda(meth, A, M, reg, weights, numItermax, stopThr, verbose, log
     if log:
         return bar, {"err": errs, "niter": ii}
     return bar
-
-
-def _bary_via_host(fn, args, kwargs, like):
-    """Run the host solver ``fn`` on host copies of its device arrays and
-    return its array outputs as device arrays of the caller's kind (for the
-    solvers without CUDA kernels: ``barycenter_stabilized``,
-    ``convolutional_barycenter2d``)."""
-    _dispatch.require_cuda()
-
-    def host(x):
-        return _dispatch.as_device_array(x).copy_to_host() if _dispatch.is_device_array(x) else x
-
-    from types import SimpleNamespace
-
-    out = fn(*[host(x) for x in args], **{k: host(x) for k, x in kwargs.items()})
-    return _outputs_to_device(out, SimpleNamespace(like=like))
 
 
 def barycenter(A, M, reg, weights=None, method="sinkhorn", numItermax=10000, stopThr=1e-4,
@@ -295,7 +256,7 @@ def barycenter_sinkhorn(A, M, reg, weights=None, numItermax=1000, stopThr=1e-4, 
         return _barycenter_cuda("sinkhorn", A, M, reg, weights, numItermax, stopThr, verbose,
                                 log, warn)
     A, M = _check_A(A, M)
-    reg, numItermax, stopThr = _common(reg, numItermax, stopThr)
+    reg, numItermax, stopThr = _checks.check_common(reg, numItermax, stopThr)
     dt = _checks.result_dtype(A, M)
     dim, H = A.shape
     w = _check_weights(weights, H)
@@ -323,7 +284,7 @@ def barycenter_sinkhorn(A, M, reg, weights=None, numItermax=1000, stopThr=1e-4, 
         s["UKvT"] = UKvT
         return np.sum(np.std(UKvT.T, axis=1)) if want_err else None
 
-    errs, ii = _bary_loop(run, dt, numItermax, stopThr, verbose, log, warn)
+    errs, ii = _periodic_bary(run, dt, numItermax, stopThr, verbose, log, warn)
     bar = _geometric_bar(w, np.asarray(s["UKvT"]).T).astype(dt)
     if np.any(np.isnan(bar)):
         warnings.warn("the barycenter has NaN entries: the Gibbs kernel exp(-M/reg) "
@@ -344,7 +305,7 @@ def _barycenter_sinkhorn_log(A, M, reg, weights=None, numItermax=1000, stopThr=1
         return _barycenter_cuda("sinkhorn_log", A, M, reg, weights, numItermax, stopThr,
                                 verbose, log, warn)
     A, M = _check_A(A, M)
-    reg, numItermax, stopThr = _common(reg, numItermax, stopThr)
+    reg, numItermax, stopThr = _checks.check_common(reg, numItermax, stopThr)
     dt = _checks.result_dtype(A, M)
     dim, H = A.shape
     w = _check_weights(weights, H)
@@ -380,7 +341,7 @@ def _barycenter_sinkhorn_log(A, M, reg, weights=None, numItermax=1000, stopThr=1
         s["G"] = np.ascontiguousarray(log_bar[None, :] - log_KU)
         return err
 
-    errs, ii = _bary_loop(run, dt, numItermax, stopThr, verbose, log, warn)
+    errs, ii = _periodic_bary(run, dt, numItermax, stopThr, verbose, log, warn)
     bar = np.exp(s["log_bar"]).astype(dt)
     if log:
         return bar, {"err": errs, "niter": ii}
@@ -401,11 +362,11 @@ def barycenter_stabilized(A, M, reg, tau=1e10, weights=None, numItermax=1000, st
     device.
     """
     if _on_device(A=A, M=M, weights=weights):
-        return _bary_via_host(barycenter_stabilized, (A, M, reg, tau),
+        return _dispatch.via_host(barycenter_stabilized, (A, M, reg, tau),
                               dict(weights=weights, numItermax=numItermax, stopThr=stopThr,
                                    verbose=verbose, log=log, warn=warn), like=A)
     A, M = _check_A(A, M)
-    reg, numItermax, stopThr = _common(reg, numItermax, stopThr)
+    reg, numItermax, stopThr = _checks.check_common(reg, numItermax, stopThr)
     tau = _checks.check_real_scalar(tau, "tau")
     dt = _checks.result_dtype(A, M)
     dim, H = A.shape
@@ -442,7 +403,7 @@ def barycenter_stabilized(A, M, reg, tau=1e10, weights=None, numItermax=1000, st
             v = np.ones((H, dim))
         if (np.any(Ktu == 0.0) or np.any(np.isnan(u)) or np.any(np.isnan(v))
                 or np.any(np.isinf(u)) or np.any(np.isinf(v))):
-            warnings.warn("Numerical errors at iteration %s" % ii)
+            warnings.warn(_loops.NUMERICAL_ERRORS % ii)
             qbar = qprev
             converged = True  # left by break as in POT: no "did not converge" warning
             break
@@ -455,9 +416,7 @@ def barycenter_stabilized(A, M, reg, tau=1e10, weights=None, numItermax=1000, st
                 converged = True
                 break
             if verbose:
-                if ii % 50 == 0:
-                    print("{:5s}|{:12s}".format("It.", "Err") + "\n" + "-" * 19)
-                print("{:5d}|{:8e}|".format(ii, err))
+                _loops.print_header_and_row(ii, err, 50)
     if not converged and warn:
         warnings.warn("Stabilized Sinkhorn did not converge." + "Try a larger entropy `reg`"
                       + "Or a larger absorption threshold `tau`.")
@@ -467,13 +426,6 @@ def barycenter_stabilized(A, M, reg, tau=1e10, weights=None, numItermax=1000, st
         lg["logv"] = np.log(v.T + 1e-16).astype(dt)
         return qbar.astype(dt), lg
     return qbar.astype(dt)
-
-
-_CONV_NOT_CONVERGED = (
-    "Convolutional Sinkhorn did not converge. "
-    "Try a larger number of iterations `numItermax` "
-    "or a larger entropy `reg`."
-)
 
 
 def _grid_costs(n, reg):
@@ -528,13 +480,13 @@ def convolutional_barycenter2d(A, reg, weights=None, method="sinkhorn", numIterm
     like = None
     if _on_device(A=A, weights=weights):
         if meth == "sinkhorn_log":
-            return _bary_via_host(convolutional_barycenter2d, (A, reg),
+            return _dispatch.via_host(convolutional_barycenter2d, (A, reg),
                                   dict(weights=weights, method=meth, numItermax=numItermax,
                                        stopThr=stopThr, verbose=verbose, log=log, warn=warn,
                                        **kwargs), like=A)
         _dispatch.require_cuda()
         like = A  # images and weights (O(n_hists W H)) are validated on host copies
-        A = _dispatch.as_device_array(A).copy_to_host() if _dispatch.is_device_array(A) else A
+        A = _dispatch.to_host(A)
         if _dispatch.is_device_array(weights):
             weights = _dispatch.as_device_array(weights).copy_to_host()
     A = _checks.as_real_array(A, "A")
@@ -542,7 +494,7 @@ def convolutional_barycenter2d(A, reg, weights=None, method="sinkhorn", numIterm
         raise ValueError(f"A must be 3-D (n_hists, width, height); got shape {A.shape}")
     if not np.all(np.isfinite(A)) or np.any(A < 0):
         raise ValueError("A must be finite and >= 0")
-    reg, numItermax, stopThr = _common(reg, numItermax, stopThr)
+    reg, numItermax, stopThr = _checks.check_common(reg, numItermax, stopThr)
     stabThr = _checks.check_real_scalar(kwargs.get("stabThr", 1e-30), "stabThr")
     dt = _checks.result_dtype(A)
     H, W, Hh = A.shape
@@ -570,7 +522,7 @@ def convolutional_barycenter2d(A, reg, weights=None, method="sinkhorn", numIterm
                 s["bar"] = np.exp(np.sum(w[:, None, None] * np.log(s["KU"] + stabThr), axis=0))
             return np.sum(np.std(s["V"] * s["KU"], axis=0)) if want_err else None
 
-        errs, ii = _conv_loop(run, dt, numItermax, stopThr, verbose, log, warn)
+        errs, ii = _periodic_conv(run, dt, numItermax, stopThr, verbose, log, warn)
         if log:
             lg = {"err": errs, "niter": ii, "U": s["U"].astype(dt), "V": s["V"].astype(dt)}
             return s["bar"].astype(dt), lg
@@ -600,51 +552,24 @@ def convolutional_barycenter2d(A, reg, weights=None, method="sinkhorn", numIterm
         s["G"] = log_bar[None, :, :] - log_KU
         return err
 
-    errs, ii = _conv_loop(run, dt, numItermax, stopThr, verbose, log, warn)
+    errs, ii = _periodic_conv(run, dt, numItermax, stopThr, verbose, log, warn)
     if log:
         return np.exp(s["log_bar"]).astype(dt), {"err": errs, "niter": ii}
     return np.exp(s["log_bar"]).astype(dt)
 
 
-def _conv_loop(run, dtype, numItermax, stopThr, verbose, log, warn):
-    """POT's control flow of the convolutional barycenters, for both devices
-    and both methods: ``run(want_err)`` makes one iteration (returning its
-    error when ``want_err``); the error is taken at ii % 10 == 9, appended
-    to the log, printed when verbose, then compared with ``stopThr``; POT's
-    own "Convolutional Sinkhorn did not converge" warning.  Returns the error
-    list and the last iteration index."""
-    errs = []
-    ii = 0
-    converged = False
-    for ii in range(numItermax):
-        want = ii % 10 == 9
-        err = run(want)
-        if want:
-            err = dtype.type(err)
-            if log:
-                errs.append(err)
-            if verbose:
-                _print_conv(ii, err)
-            if err < stopThr:
-                converged = True
-                break
-    if not converged and warn:
-        warnings.warn(_CONV_NOT_CONVERGED)
-    return errs, ii
-
-
 def _conv_cuda(Af, M1, M2, w, stabThr, dt, like, numItermax, stopThr, verbose, log, warn):
     """Multiplicative convolutional barycenter on the device (kernels of
-    ``numbaot.cuda.barycenter``, input dtype; control flow ``_conv_loop``)."""
+    ``numbaot.cuda.barycenter``, input dtype; control flow ``_periodic_conv``)."""
     from numba import cuda
 
-    from .cuda import barycenter as cb
+    from ..cuda import barycenter as cb
 
     def dev(x):
         return cuda.to_device(np.ascontiguousarray(x, dtype=dt))
 
     st = cb.ConvBaryState(dev(Af), dev(np.exp(M1)), dev(np.exp(M2)), dev(w), stabThr)
-    errs, ii = _conv_loop(lambda want: cb.conv_bary_step(st, want), dt, numItermax, stopThr,
+    errs, ii = _periodic_conv(lambda want: cb.conv_bary_step(st, want), dt, numItermax, stopThr,
                           verbose, log, warn)
     bar = _dispatch.like_input(st.bar.reshape(*Af.shape[1:]), like)
     if log:
@@ -654,8 +579,3 @@ def _conv_cuda(Af, M1, M2, w, stabThr, dt, like, numItermax, stopThr, verbose, l
     return bar
 
 
-def _print_conv(ii, err):
-    """POT's ``_print_report`` of the convolutional barycenters."""
-    if ii % 200 == 0:
-        print("{:5s}|{:12s}".format("It.", "Err") + "\n" + "-" * 19)
-    print("{:5d}|{:8e}|".format(ii, err))

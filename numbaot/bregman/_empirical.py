@@ -15,18 +15,19 @@ import warnings
 
 import numpy as np
 
-from . import _checks, _dispatch
-from .bregman import _NOT_CONVERGED, sinkhorn, sinkhorn2
-from .cpu import empirical as _ke
-from .utils import dist
+from .. import _checks, _dispatch
+from .. import _loops
+from ._sinkhorn import sinkhorn, sinkhorn2
+from ..cpu import empirical as _ke
+from ..utils import dist
 
 __all__ = ["empirical_sinkhorn", "empirical_sinkhorn2", "empirical_sinkhorn_divergence",
            "LazyPlan"]
 
-_LAZY_METRICS = {"sqeuclidean": 0, "euclidean": 1}
+LAZY_METRICS = {"sqeuclidean": 0, "euclidean": 1}
 
 
-def _points(X, name):
+def check_points(X, name):
     X = _checks.as_real_array(X, name)
     if X.ndim != 2:
         raise ValueError(f"{name} must be 2-D (n_samples, dim); got shape {X.shape}")
@@ -68,7 +69,7 @@ class LazyPlan:
         self._Yt = np.ascontiguousarray(np.asarray(X_t, dtype=np.float64).T)
         self._f = np.asarray(f, dtype=np.float64)
         self._g = np.asarray(g, dtype=np.float64)
-        self._metric = _LAZY_METRICS[metric]
+        self._metric = LAZY_METRICS[metric]
         self._c = -1.0 / reg
         self._dtype = dtype
         self.shape = (self._X.shape[0], self._Yt.shape[1])
@@ -88,7 +89,7 @@ class LazyPlan:
         return out.astype(self._dtype, copy=False)
 
 
-def _row_marginal_l1(f, lse_f, a):
+def row_marginal_l1(f, lse_f, a):
     """sum_i |exp(f_i + lse_f_i) - a_i|: POT's lazy stopping error, the L1
     violation of the row marginal (rows with f_i = -inf carry no mass)."""
     with np.errstate(invalid="ignore"):
@@ -97,14 +98,14 @@ def _row_marginal_l1(f, lse_f, a):
     return float(np.sum(np.abs(m1 - a)))
 
 
-def _lazy(X_s, X_t, reg, a, b, metric, numIterMax, stopThr, batchSize, verbose, log, warn,
+def lazy_solve(X_s, X_t, reg, a, b, metric, numIterMax, stopThr, batchSize, verbose, log, warn,
           warmstart):
     """POT's lazy loop, step for step; returns (f, g, log dict or None, state)."""
     reg = _checks.check_reg(reg)
     numIterMax = _checks.check_iter_count(numIterMax, "numIterMax")
     stopThr = _checks.check_real_scalar(stopThr, "stopThr")
-    if metric not in _LAZY_METRICS:
-        raise ValueError(f"metric must be one of {sorted(_LAZY_METRICS)} with isLazy=True; "
+    if metric not in LAZY_METRICS:
+        raise ValueError(f"metric must be one of {sorted(LAZY_METRICS)} with isLazy=True; "
                          f"got {metric!r}")
     _batch_size(batchSize)
     on_dev = _dispatch.device_of(X_s=X_s, X_t=X_t, a=a, b=b) == "cuda"
@@ -113,8 +114,8 @@ def _lazy(X_s, X_t, reg, a, b, metric, numIterMax, stopThr, batchSize, verbose, 
         _dispatch.require_cuda()
         X_s, X_t, a, b = (_dispatch.as_device_array(x).copy_to_host()
                           if _dispatch.is_device_array(x) else x for x in (X_s, X_t, a, b))
-    X_s = _points(X_s, "X_s")
-    X_t = _points(X_t, "X_t")
+    X_s = check_points(X_s, "X_s")
+    X_t = check_points(X_t, "X_t")
     if X_s.shape[1] != X_t.shape[1]:
         raise ValueError(f"X_s and X_t must have the same dimension; got {X_s.shape[1]} "
                          f"and {X_t.shape[1]}")
@@ -140,7 +141,7 @@ def _lazy(X_s, X_t, reg, a, b, metric, numIterMax, stopThr, batchSize, verbose, 
         if f.shape != (ns,) or g.shape != (nt,):
             raise ValueError(f"warmstart must have shapes ({ns},), ({nt},); got {f.shape}, {g.shape}")
     c = -1.0 / reg
-    code = _LAZY_METRICS[metric]
+    code = LAZY_METRICS[metric]
     eng = (_LazyCUDA if on_dev else _LazyCPU)(Xs, Xt, log_a, log_b, f, g, c, code, dtype)
     errs = []
     i_ot = 0
@@ -149,7 +150,7 @@ def _lazy(X_s, X_t, reg, a, b, metric, numIterMax, stopThr, batchSize, verbose, 
         eng.step()
         if (i_ot + 1) % 10 == 0:
             f_h, lse_f = eng.row_lse_for_error()
-            err = dtype.type(_row_marginal_l1(f_h, lse_f, a))
+            err = dtype.type(row_marginal_l1(f_h, lse_f, a))
             if log:
                 errs.append(err)
             if verbose and (i_ot + 1) % 100 == 0:
@@ -158,7 +159,7 @@ def _lazy(X_s, X_t, reg, a, b, metric, numIterMax, stopThr, batchSize, verbose, 
                 converged = True
                 break
     if not converged and warn:
-        warnings.warn(_NOT_CONVERGED)
+        warnings.warn(_loops.NOT_CONVERGED)
     f, g = eng.potentials()
     f_out, g_out = eng.outputs(like)
     lg = None
@@ -209,7 +210,7 @@ class _LazyCUDA:
     def __init__(self, Xs, Xt, log_a, log_b, f, g, c, code, dtype):
         from numba import cuda
 
-        from .cuda import empirical as cu
+        from ..cuda import empirical as cu
 
         def dev(x):
             return cuda.to_device(np.ascontiguousarray(x, dtype=dtype))
@@ -307,7 +308,7 @@ def empirical_sinkhorn(X_s, X_t, reg, a=None, b=None, metric="sqeuclidean", numI
         "Sinkhorn did not converge. ..." (if ``warn``).
     """
     if isLazy:
-        f, g, lg, _ = _lazy(X_s, X_t, reg, a, b, metric, numIterMax, stopThr, batchSize,
+        f, g, lg, _ = lazy_solve(X_s, X_t, reg, a, b, metric, numIterMax, stopThr, batchSize,
                             verbose, log, warn, warmstart)
         return (f, g, lg) if log else (f, g)
     M = dist(X_s, X_t, metric=metric)
@@ -340,7 +341,7 @@ def empirical_sinkhorn2(X_s, X_t, reg, a=None, b=None, metric="sqeuclidean", num
         As :func:`empirical_sinkhorn`.
     """
     if isLazy:
-        _, _, lg, st = _lazy(X_s, X_t, reg, a, b, metric, numIterMax, stopThr, batchSize,
+        _, _, lg, st = lazy_solve(X_s, X_t, reg, a, b, metric, numIterMax, stopThr, batchSize,
                              verbose, log, warn, warmstart)
         loss = st["dtype"].type(st["engine"].loss())
         return (loss, lg) if log else loss
