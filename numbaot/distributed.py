@@ -48,15 +48,15 @@ scaling model.
 """
 import warnings
 import zlib
+from types import SimpleNamespace
 
 import numpy as np
 
 from . import _checks
-from ._config import UNDERFLOW_RTOL
 from . import _loops
 from .cpu import chunk_layout
 from .cpu import empirical as _ke
-from .cpu import sinkhorn as _k
+from .cpu import sinkhorn as cpu_sinkhorn
 from .cpu import unbalanced as _ku
 from .bregman._empirical import LAZY_METRICS, check_points, row_marginal_l1
 
@@ -296,101 +296,71 @@ def sinkhorn(a_local, b, M_local, reg, method="sinkhorn", numItermax=1000, stopT
     return _log(MPI, comm, M, a, b, dtype, reg, numItermax, stopThr, verbose, log, warn, warm)
 
 
+class _RowBlocks:
+    """The column-reduction hook of ``numbaot.cpu.sinkhorn``'s launchers for
+    a matrix whose rows are split across the ranks of ``comm``: column sums
+    and logsumexps are reduced with ``Allreduce``, stopping errors are rank
+    0's."""
+
+    def __init__(self, MPI, comm, m):
+        self.MPI, self.comm = MPI, comm
+        self.buf = np.empty(m + 1)
+
+    def col_sum(self, q):
+        self.comm.Allreduce(self.MPI.IN_PLACE, q)
+
+    def col_sum_flag(self, q, flag):
+        m = q.shape[1]
+        self.buf[:m] = q[0]
+        self.buf[m] = flag
+        self.comm.Allreduce(self.MPI.IN_PLACE, self.buf)
+        q[0] = self.buf[:m]
+        return self.buf[m]
+
+    def col_logsumexp(self, x):
+        _allreduce_lse(self.MPI, self.comm, x)
+
+    def agree(self, x):
+        return _agree(self.comm, x)
+
+
 def _knopp(MPI, comm, M, a, b, dtype, n_global, reg, numItermax, stopThr, verbose, log, warn,
            warm):
     n, m = M.shape
-    Kmat = np.empty((n, m), dtype=dtype)
-    _k.gibbs_kernel(M, -1.0 / reg, np.zeros(n), np.zeros(m), Kmat)
     if warm is None:
         u, v = np.full((1, n), 1.0 / n_global), np.full((1, m), 1.0 / m)
     else:
         u, v = np.exp(warm[0]), np.exp(warm[1])
-    a2, b2 = a.reshape(1, n), b.reshape(1, m)
-    n_chunks, chunk_rows = chunk_layout(n, 1, m)
-    Q = np.empty((n_chunks, 1, m))
-    q = np.empty((1, m))
-    _k.knopp_col_sums(Kmat, u, n_chunks, chunk_rows, Q, q)
-    comm.Allreduce(MPI.IN_PLACE, q)
-    buf = np.empty(m + 1)
-    uprev, vprev = np.empty_like(u), np.empty_like(v)
-
-    def run(n_steps):
-        for s in range(n_steps):
-            bad = _k._knopp_step_begin(b2, q, u, v, uprev, vprev)
-            _k.knopp_fused_pass(Kmat, a2, v, n_chunks, chunk_rows, Q, u, q)
-            buf[:m] = q[0]
-            buf[m] = 0.0 if np.isfinite(u).all() else 1.0
-            comm.Allreduce(MPI.IN_PLACE, buf)
-            q[0] = buf[:m]
-            if bad or buf[m] != 0.0 or not np.isfinite(v).all():
-                u[:, :] = uprev
-                v[:, :] = vprev
-                return s, True
-        return n_steps, False
-
-    def error():
-        return _agree(comm, float(np.linalg.norm(v * q - b2)))
-
-    errs, ii = _loops.knopp_loop(run, error, dtype, numItermax, stopThr, verbose, log, warn)
-    plan = np.empty((n, m), dtype=dtype)
-    _k.scaled_plan(Kmat, u[0], v[0], plan)
+    st = cpu_sinkhorn.KnoppState(M, -1.0 / reg, a.reshape(1, n), b.reshape(1, m), u, v,
+                                 reduction=_RowBlocks(MPI, comm, m))
+    errs, ii = _loops.knopp_loop(lambda n_steps: cpu_sinkhorn.knopp_steps(st, n_steps),
+                                 lambda: cpu_sinkhorn.knopp_error(st), dtype, numItermax,
+                                 stopThr, verbose, log, warn)
+    plan = cpu_sinkhorn.knopp_plan(st)
     if not log:
         return plan
+    u, v = cpu_sinkhorn.knopp_scalings(st)
     return plan, {"err": errs, "niter": ii, "u": u[0].astype(dtype), "v": v[0].astype(dtype)}
 
 
 def _log(MPI, comm, M, a, b, dtype, reg, numItermax, stopThr, verbose, log, warn, warm):
     n, m = M.shape
-    c = -1.0 / reg
     with np.errstate(divide="ignore"):
         loga, logb = np.log(a).reshape(1, n), np.log(b).reshape(1, m)
     if warm is None:
         u, v = np.zeros((1, n)), np.zeros((1, m))
     else:
         u, v = warm[0].copy(), warm[1].copy()
-    b2 = b.reshape(1, m)
-    n_chunks, chunk_rows = chunk_layout(n, 1, m)
-
-    def col_lse():
-        out = np.empty((1, m))
-        _k.log_col_lse(M, c, u, n_chunks, chunk_rows, out)
-        _allreduce_lse(MPI, comm, out)
-        return out
-
-    with np.errstate(invalid="ignore"):
-        vnext = logb - col_lse()
-    vnext[np.isneginf(logb)] = -np.inf
-    q = np.zeros((1, m))
-    Q = np.empty((n_chunks, 1, m))
-    dv_max = np.zeros(1)
-    shift = [False]
-
-    def run(n_steps, active):
-        for _ in range(n_steps):
-            _k._log_step_begin(v, vnext, active, dv_max)
-            _k.log_fused_pass(M, c, loga, v, shift[0], dv_max, active, n_chunks, chunk_rows,
-                              Q, u, q)
-            shift[0] = True
-            comm.Allreduce(MPI.IN_PLACE, q)
-            if _k._log_step_end(logb, b2, q, v, vnext, active, UNDERFLOW_RTOL):
-                lse = col_lse()
-                redo = (logb > -np.inf) & ~(q > UNDERFLOW_RTOL * b2)
-                vnext[redo] = (logb - lse)[redo]
-
-    def errors():
-        return np.array([_agree(comm, float(np.linalg.norm(q[0] - b)))])
-
-    st = _loops.log_loop(run, errors, 1, dtype, numItermax, stopThr)
-    if verbose:
-        for ii, err in zip(st["checks"][0], st["errs"][0]):
-            _loops.print_header_and_row(ii, err, 200)
-    if warn and not st["converged"][0]:
-        warnings.warn(_loops.NOT_CONVERGED)
-    plan = np.empty((n, m), dtype=dtype)
-    _k.gibbs_kernel(M, c, u[0], v[0], plan)
+    st = cpu_sinkhorn.LogState(M, -1.0 / reg, loga, logb, b.reshape(1, m), u, v,
+                               reduction=_RowBlocks(MPI, comm, m))
+    res = _loops.log_loop(lambda n_steps, active: cpu_sinkhorn.log_steps(st, n_steps, active),
+                          lambda: cpu_sinkhorn.log_errors(st), 1, dtype, numItermax, stopThr)
+    _loops.log_report(SimpleNamespace(n_problems=1), res, verbose, warn)
+    plan = cpu_sinkhorn.log_plan(st)
     if not log:
         return plan
-    lg = {"err": st["errs"][0], "niter": st["niter"][0],
+    u, v = cpu_sinkhorn.log_potentials(st)
+    lg = {"err": res["errs"][0], "niter": res["niter"][0],
           "log_u": u[0].astype(dtype), "log_v": v[0].astype(dtype)}
     lg["u"], lg["v"] = np.exp(lg["log_u"]), np.exp(lg["log_v"])
     return plan, lg
@@ -516,7 +486,7 @@ def sinkhorn_unbalanced(a_local, b, M_local, reg, reg_m, method="sinkhorn", reg_
         # float64 lanes for any K (the single-process float32 lanes need a
         # range check and redo that would cost a second reduction here)
         _ku.uot_fused_pass(Kmat, a2, v, fi1, n_chunks, chunk_rows, Q, u, False, pu)
-        _k.merge_chunks(Q, active, q)
+        cpu_sinkhorn.merge_chunks(Q, active, q)
         finite_u = bool(np.all(pu[:, 2] != 0.0))
         loc[0] = np.max(pu[:, 0]) if finite_u else 0.0
         loc[1] = np.max(pu[:, 1]) if finite_u else 0.0
@@ -542,7 +512,7 @@ def sinkhorn_unbalanced(a_local, b, M_local, reg, reg_m, method="sinkhorn", reg_
             _loops.print_header_and_row(i, e, 50)
     plan = np.empty((n, m), dtype=dtype)
     if not log:
-        _k.scaled_plan(Kmat, u[0], v[0], plan)
+        cpu_sinkhorn.scaled_plan(Kmat, u[0], v[0], plan)
         return plan
     rows = np.empty(n)
     cols = np.empty(m + 3)

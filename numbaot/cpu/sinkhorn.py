@@ -987,19 +987,28 @@ class KnoppState:
         Target weights.
     u, v : ndarray (n_problems, dim_a), (n_problems, dim_b), float64
         Initial scalings; the state takes ownership.
+    reduction : object, optional
+        Column-reduction hook for a matrix whose rows are split across
+        processes (``numbaot.distributed``): ``col_sum(q)`` sums the column
+        accumulators over the processes in place, ``col_sum_flag(q, flag)``
+        does the same and returns the sum of the scalar ``flag`` (one
+        message), ``agree(x)`` returns the value every process uses for a
+        stopping decision.  With a hook the iterations run one by one from
+        Python (one reduction per iteration); a single problem only.
 
     Many problems (n_problems >= ``BATCH_MINOR_MIN``) are iterated in the
     problem-minor layout (dim, n_problems), vectorised over problems.
     """
 
-    def __init__(self, M, c, a, b, u, v):
+    def __init__(self, M, c, a, b, u, v, reduction=None):
         dim_a, dim_b = M.shape
         n_problems = u.shape[0]
         self.M = M
+        self.reduction = reduction
         self.n_chunks, self.chunk_rows = chunk_layout(dim_a, n_problems, dim_b)
         self.Kmat = np.empty(M.shape, dtype=M.dtype)
         gibbs_kernel(M, c, np.zeros(dim_a), np.zeros(dim_b), self.Kmat)
-        self.pm = n_problems >= BATCH_MINOR_MIN
+        self.pm = reduction is None and n_problems >= BATCH_MINOR_MIN
         if self.pm:
             self.u, self.v = _transposed(u), _transposed(v)
             self.a, self.b = _transposed(a), _transposed(b)
@@ -1011,6 +1020,24 @@ class KnoppState:
             self.Q = np.empty((self.n_chunks, n_problems, dim_b))
             self.q = np.empty((n_problems, dim_b))
             knopp_col_sums(self.Kmat, self.u, self.n_chunks, self.chunk_rows, self.Q, self.q)
+            if reduction is not None:
+                reduction.col_sum(self.q)
+
+
+def _knopp_steps_reduced(st, n_steps):
+    """``knopp_run`` one iteration at a time, with the column sums reduced
+    across processes after each pass (a process's u is checked by all)."""
+    u, v, q = st.u, st.v, st.q
+    uprev, vprev = np.empty_like(u), np.empty_like(v)
+    for s in range(n_steps):
+        bad = _knopp_step_begin(st.b, q, u, v, uprev, vprev)
+        knopp_fused_pass(st.Kmat, st.a, v, st.n_chunks, st.chunk_rows, st.Q, u, q)
+        bad_u = st.reduction.col_sum_flag(q, 0.0 if np.isfinite(u).all() else 1.0)
+        if bad or bad_u != 0.0 or not np.isfinite(v).all():
+            u[:, :] = uprev
+            v[:, :] = vprev
+            return s, True
+    return n_steps, False
 
 
 def knopp_steps(st, n_steps):
@@ -1019,6 +1046,8 @@ def knopp_steps(st, n_steps):
     NaN/inf in u, v is undone and the run stops.  Returns (steps completed,
     failed flag); on failure the first value is the index of the failing
     step."""
+    if st.reduction is not None:
+        return _knopp_steps_reduced(st, n_steps)
     run = knopp_run_pm if st.pm else knopp_run
     return run(st.Kmat, st.a, st.b, st.u, st.v, st.q, st.n_chunks, st.chunk_rows, st.Q,
                n_steps)
@@ -1027,6 +1056,8 @@ def knopp_steps(st, n_steps):
 def knopp_error(st):
     """2-norm of the column-marginal violation v * K^T u - b, all problems
     together (POT's error of ``sinkhorn_knopp``)."""
+    if st.reduction is not None:
+        return st.reduction.agree(float(np.linalg.norm(st.v * st.q - st.b)))
     return np.linalg.norm(st.v * st.q - st.b)
 
 
@@ -1069,19 +1100,28 @@ class LogState:
         Target weights (for the marginal error).
     u, v : ndarray (n_problems, dim_a), (n_problems, dim_b), float64
         Initial log-scalings; the state takes ownership.
+    reduction : object, optional
+        As for :class:`KnoppState`, plus ``col_logsumexp(x)``: the
+        log-sum-exp of the processes' column values, in place.
     """
 
-    def __init__(self, M, c, loga, logb, b, u, v):
+    def __init__(self, M, c, loga, logb, b, u, v, reduction=None):
         dim_a, dim_b = M.shape
         n_problems = u.shape[0]
         self.M, self.c = M, c
+        self.reduction = reduction
         self.n_chunks, self.chunk_rows = chunk_layout(dim_a, n_problems, dim_b)
-        vnext = np.empty((n_problems, dim_b))
-        log_col_lse(M, c, u, self.n_chunks, self.chunk_rows, vnext)
-        vnext = logb - vnext
+        if reduction is None:
+            vnext = np.empty((n_problems, dim_b))
+            log_col_lse(M, c, u, self.n_chunks, self.chunk_rows, vnext)
+            vnext = logb - vnext
+        else:
+            with np.errstate(invalid="ignore"):
+                vnext = logb - _reduced_col_lse(M, c, u, self.n_chunks, self.chunk_rows,
+                                                reduction)
         vnext[np.isneginf(logb)] = -np.inf
         q = np.zeros((n_problems, dim_b))
-        self.pm = n_problems >= BATCH_MINOR_MIN
+        self.pm = reduction is None and n_problems >= BATCH_MINOR_MIN
         if self.pm:
             self.u, self.v, self.vnext, self.q = (_transposed(x) for x in (u, v, vnext, q))
             self.loga, self.logb, self.b = (_transposed(x) for x in (loga, logb, b))
@@ -1093,10 +1133,37 @@ class LogState:
         self.shift_ok = False
 
 
+def _reduced_col_lse(M, c, u, n_chunks, chunk_rows, reduction):
+    """LSE_i(c M_ij + u_i) over the rows of every process."""
+    out = np.empty((u.shape[0], M.shape[1]))
+    log_col_lse(M, c, u, n_chunks, chunk_rows, out)
+    reduction.col_logsumexp(out)
+    return out
+
+
+def _log_steps_reduced(st, n_steps, active):
+    """``log_run`` one iteration at a time, with the column sums (and, where
+    they underflowed, the column logsumexps) reduced across processes."""
+    dv_max = np.zeros(st.v.shape[0])
+    for _ in range(n_steps):
+        _log_step_begin(st.v, st.vnext, active, dv_max)
+        log_fused_pass(st.M, st.c, st.loga, st.v, st.shift_ok, dv_max, active, st.n_chunks,
+                       st.chunk_rows, st.Q, st.u, st.q)
+        st.shift_ok = True
+        st.reduction.col_sum(st.q)
+        if _log_step_end(st.logb, st.b, st.q, st.v, st.vnext, active, UNDERFLOW_RTOL):
+            lse = _reduced_col_lse(st.M, st.c, st.u, st.n_chunks, st.chunk_rows, st.reduction)
+            redo = (st.logb > -np.inf) & ~(st.q > UNDERFLOW_RTOL * st.b)
+            st.vnext[redo] = (st.logb - lse)[redo]
+
+
 def log_steps(st, n_steps, active):
     """Run ``n_steps`` log-domain Sinkhorn iterations (POT's order) of the
     problems flagged in ``active`` (bool (n_problems,)); the others are left
     untouched."""
+    if st.reduction is not None:
+        _log_steps_reduced(st, n_steps, active)
+        return
     run = log_run_pm if st.pm else log_run
     st.shift_ok = run(st.M, st.c, st.loga, st.logb, st.b, st.u, st.v, st.vnext, st.shift_ok,
                       active, st.n_chunks, st.chunk_rows, st.Q, st.q, n_steps, UNDERFLOW_RTOL)
@@ -1105,6 +1172,8 @@ def log_steps(st, n_steps, active):
 def log_errors(st):
     """Each problem's column-marginal violation ||plan^T 1 - b||_2, host
     array (n_problems,)."""
+    if st.reduction is not None:
+        return np.array([st.reduction.agree(float(np.linalg.norm(st.q[0] - st.b[0])))])
     if st.pm:
         return np.linalg.norm(st.q.T - st.b.T, axis=1)
     return np.linalg.norm(st.q - st.b, axis=1)
