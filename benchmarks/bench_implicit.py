@@ -125,7 +125,9 @@ def main(argv=None):
     numbaot = C.import_numbaot("implicit")
     import numba
     from numbaot._config import IMPLICIT_CHUNKS
-    from numbaot.cpu.implicit import _US, _UNROLL_SIZES, _zrows
+    from numbaot.cpu._implicit_codegen import STRIDE as _US
+    from numbaot.cpu._implicit_codegen import zrows as _zrows
+    from numbaot.cpu._implicit_unrolled import UNROLL_SIZES as _UNROLL_SIZES
 
     if args.threads:
         numba.set_num_threads(args.threads)

@@ -2,7 +2,13 @@
 
 Every kernel reads its compilation flags and work-split sizes from here, so a
 change of policy (fastmath flags, caching, chunk sizes) is made once.
+
+Environment switch (read once, at import):
+
+* ``NUMBAOT_CACHE=0`` turns Numba's on-disk cache off for numbaot's kernels
+  (default on; see ``CACHE``).
 """
+import os
 
 #: LLVM fast-math flags for the CPU kernels.  ``nnan`` and ``ninf`` are left
 #: out on purpose: they allow LLVM to delete ``isnan``/``isfinite`` tests and to
@@ -13,8 +19,14 @@ FASTMATH = {"nsz", "arcp", "contract", "afn", "reassoc"}
 
 #: Cache compiled kernels on disk (Numba's ``cache=True``), so that only the
 #: first process after installation pays the compilation.  See BENCHMARKS.md
-#: for the measured cold and warm start-up times.
-CACHE = True
+#: for the measured cold and warm start-up times.  The environment variable
+#: ``NUMBAOT_CACHE=0`` turns it off (e.g. read-only or shared installs, or a
+#: clean first-call timing); any other value, or none, leaves it on.  It is
+#: off, whatever the variable says, where the package ships without its
+#: ``.py`` sources (``.pyc`` only): Numba caches only functions whose source
+#: file exists, and raises at decoration time otherwise.
+CACHE = (os.environ.get("NUMBAOT_CACHE", "1").strip() != "0"
+         and os.path.isfile(os.path.splitext(__file__)[0] + ".py"))
 
 #: Options shared by every ``@njit`` kernel.  ``error_model='numpy'`` makes a
 #: float division by zero return inf/nan (as NumPy, and POT) instead of raising.
@@ -92,6 +104,19 @@ ROW_SUM_FLOOR = 1e-200
 #: problems (no per-row horizontal reductions).
 BATCH_MINOR_MIN = 8
 
+#: Columns per work item of the parallel merge of the per-chunk column
+#: accumulators (``numbaot.cpu.sinkhorn.merge_chunks``, ``_MERGE_COLS``):
+#: work items are (problem, block of this many columns) pairs, so that a
+#: small batch still splits over the threads; 2 KiB of float64 per row of a
+#: block.  No measurement is recorded for the value.
+MERGE_COLS = 256
+
+#: Columns per work item of the unbalanced solver's parallel column update
+#: (``numbaot.cpu.unbalanced.uot_col_update``, ``_COLS``): (problem, block of
+#: this many columns) pairs, merged in chunk order (bit-identical for any
+#: thread count).  No measurement is recorded for the value.
+UOT_MERGE_COLS = 256
+
 # --------------------------------------------------------------------------
 # CUDA (read at launch time, so tests may lower them to exercise multi-block
 # and multi-warp paths in the simulator)
@@ -120,6 +145,41 @@ CUDA_FUSED_MAX_ENTRIES = 1 << 16
 # --------------------------------------------------------------------------
 # Sinkhorn operator on batches of small matrices (numbaot.implicit)
 # --------------------------------------------------------------------------
+#: Matrices per work item (lanes, stored side by side, batch-minor) of the
+#: forward, the unrolled backward and the generic implicit backward
+#: (``numbaot.cpu.implicit.lanes_for``): IMPLICIT_LANES (two unrolled AVX-512
+#: bodies) for n <= IMPLICIT_LANES_MAX_N, then IMPLICIT_LANES_LARGE (an
+#: n = 64 work item's matrix copy is 1 MiB); a batch smaller than that gets
+#: its size rounded up to a multiple of IMPLICIT_LANES_MIN (the float64
+#: AVX-512 width; a forward on 4 matrices of n = 16 cost as much as on 64:
+#: 1.9 ms, now 0.3 ms).  Each lane's arithmetic is its matrix's alone, so
+#: the lane counts change no result.
+IMPLICIT_LANES = 64
+IMPLICIT_LANES_MAX_N = 16
+IMPLICIT_LANES_LARGE = 32
+IMPLICIT_LANES_MIN = 8
+
+#: CPU forward: a shifted exp-sum of a log-domain half-step below this is
+#: recomputed with the exact max shift (possible only for |X| spreads beyond
+#: ~460); a stabilised half-step whose sums fall below it is redone in the
+#: log domain.
+IMPLICIT_SUM_FLOOR = 1e-200
+
+#: CPU forward: the scalings u, v of the stabilised iteration are absorbed
+#: into the log potentials (and the kernel recomputed) once they leave
+#: [1/IMPLICIT_ABSORB, IMPLICIT_ABSORB]: the next half-step then multiplies
+#: the kernel by scalings <= 1e30, so a kernel entry flushed to 0 (< e^-708)
+#: stands for a term < 1e-277, against sums >= IMPLICIT_SUM_FLOOR.
+IMPLICIT_ABSORB = 1e30
+
+#: CPU forward: a lane whose absorbed potentials exceed this in magnitude
+#: runs the plain log-domain half-steps: f = fa + log u could no longer hold
+#: the scalings' updates (its rounding, |fa| * 2.2e-16, would reach 2e-10),
+#: while the log-domain iterates stay consistent with their own rounding
+#: (|X| ~ 1e6 and beyond: temperatures so low that R is a permutation to
+#: rounding).
+IMPLICIT_LOG_ONLY = 1e6
+
 #: CPU implicit backward: matrices with n <= max of these run the generated
 #: register-blocked CG kernels, n padded up to the next size listed (each size
 #: is one compiled specialisation, compiled on the first call at that size:
@@ -163,6 +223,20 @@ CUDA_IMPLICIT_WARPS_PER_BLOCK = 4
 #: CUDA: threads per block of the one-thread-per-matrix kernels.
 CUDA_IMPLICIT_THREADS = 128
 
+#: CUDA: at most this many blocks in the grid-stride value checks
+#: (``numbaot.cuda.implicit.count_invalid``): enough to fill the device,
+#: few enough that each thread loops over many entries and the one atomic
+#: per thread stays cheap.  (``numbaot.cuda.sinkhorn.all_finite`` caps its
+#: grid at the same 1024 blocks.)
+CUDA_CHECK_MAX_BLOCKS = 1024
+
+#: CUDA: the largest block of the point-cloud gradient kernel
+#: (``numbaot.cuda.empirical.lazy_grad_rows``): the size of its shared weight
+#: tile, one slot per thread (1024 is the hardware's limit of threads per
+#: block); CUDA_THREADS must not exceed it there.  Read when the module is
+#: imported (a compile-time array size), not at launch time.
+CUDA_MAX_BLOCK_THREADS = 1024
+
 # --------------------------------------------------------------------------
 # Discounted cumulative sums (numbaot.scan)
 # --------------------------------------------------------------------------
@@ -176,6 +250,13 @@ SCAN_CHUNK = 16384
 #: CPU: rows are split into chunks only when the batch has fewer rows than
 #: this (with more rows, one task per row keeps every core busy).
 SCAN_SPLIT_MAX_ROWS = 64
+
+#: CPU: block length of the vectorised chunk reduction
+#: (``numbaot.cpu.scan._poly``, ``_PB``): blocks of this many entries are
+#: reduced by dot products with the powers g^0 .. g^(SCAN_POLY_BLOCK - 1) and
+#: combined by one step per block (at most n / SCAN_POLY_BLOCK roundings in
+#: the block weight).  No measurement is recorded for the value.
+SCAN_POLY_BLOCK = 256
 
 #: CUDA: threads per block of the block-scan kernels (a power of two >= 32).
 CUDA_SCAN_THREADS = 256

@@ -459,8 +459,8 @@ def sinkhorn_operator_backward(R, grad_R, method="implicit", *, X=None, n_iter=2
 def _implicit_cpu(R3, G3, corrected, max_cg_iter, cg_tol, shape, return_info):
     """The implicit backward on the CPU kernel: R3, G3 (B, n, n) C-contiguous,
     one float dtype; the result has ``shape`` and that dtype.  The values are
-    checked inside the kernel's read pass (see ``cpu.implicit._any_nonfinite``,
-    ``_any_negative``); only a suspect result pays the exact counts, which
+    checked inside the kernel's read pass (see ``cpu._implicit_cg.any_nonfinite``,
+    ``any_negative``); only a suspect result pays the exact counts, which
     raise the usual messages (else the overflow one)."""
     k = _cpu()
     n = R3.shape[-1]

@@ -4,92 +4,19 @@ Oracles (none shares code with numbaot): a SciPy ``logsumexp`` loop for the
 forward; the dense 2n x 2n system [[I, R], [R^T, I]] solved by
 ``numpy.linalg.lstsq`` (or, batched, made non-singular by adding w w^T along
 its null vector w = [1; -1]) for the implicit gradient; central finite
-differences in float64 of L(X) = sum(G * S(X)) for every gradient.
+differences in float64 of L(X) = sum(G * S(X)) for every gradient.  They
+are defined in tests/reference.py (shared with tests/cuda/test_implicit_cuda.py).
 """
 import numba
 import numpy as np
 import pytest
-from scipy.special import logsumexp
 
 import numbaot
 from numbaot._dispatch import num_threads
 from numbaot.implicit import sinkhorn_operator, sinkhorn_operator_backward
 
 from _helpers import assert_raises_naming
-
-# ---------------------------------------------------------------------------
-# oracles
-# ---------------------------------------------------------------------------
-def ref_forward(X, n_iter, r=None, c=None):
-    """Alternating row/column normalisation in the log domain (SciPy),
-    float64; optional target row sums r and column sums c."""
-    X = np.asarray(X, dtype=np.float64)
-    lr = 0.0 if r is None else np.log(r)
-    lc = 0.0 if c is None else np.log(c)
-    g = np.zeros(X.shape[:-1])
-    for _ in range(n_iter):
-        f = lr - logsumexp(X + g[..., None, :], axis=-1)
-        g = lc - logsumexp(X + f[..., :, None], axis=-2)
-    return np.exp(X + f[..., :, None] + g[..., None, :])
-
-
-def ref_forward_tol(X, n_iter, tol):
-    """Per matrix: the iterate of the first K >= 1 with max_i |row sum - 1| <
-    tol (or K = n_iter); returns (R, K)."""
-    X = np.asarray(X, dtype=np.float64)
-    g = np.zeros(X.shape[:-1])
-    R = np.empty_like(X)
-    ks = np.zeros(X.shape[:-2], dtype=int)
-    for K in range(1, n_iter + 1):
-        f = -logsumexp(X + g[..., None, :], axis=-1)
-        g = -logsumexp(X + f[..., :, None], axis=-2)
-        RK = np.exp(X + f[..., :, None] + g[..., None, :])
-        stop = (ks == 0) & ((np.abs(RK.sum(-1) - 1).max(-1) < tol) | (K == n_iter))
-        R[stop] = RK[stop]
-        ks[stop] = K
-    return R, ks
-
-
-def lstsq_grad(R, G, r=None, c=None):
-    """dL/dX = (G - u 1^T - 1 v^T) * R with [u; v] the least-squares solution
-    of [[diag(r), R], [R^T, diag(c)]] [u; v] = [(G*R) 1; (G*R)^T 1]."""
-    n = R.shape[0]
-    r = np.ones(n) if r is None else r
-    c = np.ones(n) if c is None else c
-    H = G * R
-    A = np.block([[np.diag(r), R], [R.T, np.diag(c)]])
-    z = np.linalg.lstsq(A, np.r_[H.sum(1), H.sum(0)], rcond=None)[0]
-    return (G - z[:n, None] - z[None, n:]) * R
-
-
-def batched_dense_grad(R, G, corrected=False):
-    """lstsq_grad for a whole batch at once: K = [[diag(r), R], [R^T,
-    diag(c)]] + w w^T / (2n) with w = [1; -1] (the null vector of K for
-    r = R 1, c = R^T 1, or of [[I, R], [R^T, I]] for a doubly-stochastic R) is
-    non-singular and has the same solution on the complement of w."""
-    B, n, _ = R.shape
-    if corrected:
-        Dr = R.sum(2)[:, :, None] * np.eye(n)
-        Dc = R.sum(1)[:, :, None] * np.eye(n)
-    else:
-        Dr = Dc = np.broadcast_to(np.eye(n), (B, n, n))
-    A = np.concatenate([np.concatenate([Dr, R], 2),
-                        np.concatenate([np.swapaxes(R, 1, 2), Dc], 2)], 1)
-    w = np.r_[np.ones(n), -np.ones(n)]
-    A = A + np.outer(w, w) / (2 * n)
-    H = G * R
-    z = np.linalg.solve(A, np.concatenate([H.sum(2), H.sum(1)], 1)[..., None])[..., 0]
-    return (G - z[:, :n, None] - z[:, None, n:]) * R
-
-
-def fd_grad(L, X, h=1e-5):
-    """Central finite differences of L(Y) = sum(G * S(Y)) at the matrix X
-    (float64).  ``L`` maps a batch (k, n, n) of matrices to k values; all
-    2 n^2 perturbed matrices go in one batch."""
-    X = np.asarray(X, dtype=np.float64)
-    E = np.eye(X.size).reshape(X.size, *X.shape) * h
-    vals = L(np.concatenate([X + E, X - E]))
-    return ((vals[:X.size] - vals[X.size:]) / (2 * h)).reshape(X.shape)
+from reference import batched_dense_grad, fd_grad, lstsq_grad, ref_forward, ref_forward_tol
 
 
 @pytest.fixture
@@ -309,12 +236,12 @@ def test_each_padded_size_has_its_own_kernel():
     # The first call at one size must compile that size's generated kernels
     # only (compiling all sizes took 75 s): each size's parallel kernel sees,
     # through its work-item function, the bindings of its own size alone.
-    from numbaot.cpu import implicit as k
-    sizes = k._UNROLL_SIZES
+    from numbaot.cpu import _implicit_unrolled as k
+    sizes = k.UNROLL_SIZES
     for n in range(1, sizes[-1] + 1):   # the smallest listed size >= n
-        N = k._PADDED[n]
+        N = k.PADDED[n]
         assert N in sizes and N >= n and not [s for s in sizes if n <= s < N]
-    for N, kernel in k._UNROLLED_KERNELS.items():
+    for N, kernel in k.UNROLLED_KERNELS.items():
         item = kernel.py_func.__globals__["_backward_item_unrolled"]
         assert item.py_func.__name__ == f"_backward_item_unrolled_{N}"
         names = item.py_func.__globals__

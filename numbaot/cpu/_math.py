@@ -13,7 +13,11 @@ from llvmlite import ir
 from numba import njit, types
 from numba.extending import intrinsic
 
-from .._config import FASTMATH
+from .._config import JIT_OPTIONS
+
+#: the shared kernel options (``_config.JIT_OPTIONS``: fast-math flags, disk
+#: cache, error model); these helpers are always inlined into their caller
+_INL = dict(JIT_OPTIONS, inline="always")
 
 
 @intrinsic
@@ -35,7 +39,7 @@ _EXP_HI = 710.0
 _FTZ_LO = -708.0
 
 
-@njit(inline="always", fastmath=FASTMATH, cache=True)
+@njit(**_INL)
 def _exp_reduced(xc):
     """(p, k) with exp(xc) = p * 2^k: Cody-Waite reduction xc = k ln2 + r,
     |r| <= ln2/2, and the Horner form of sum_{i<=11} r^i / i! (truncation
@@ -57,7 +61,7 @@ def _exp_reduced(xc):
     return p, kf
 
 
-@njit(inline="always", fastmath=FASTMATH, cache=True)
+@njit(**_INL)
 def fast_exp(x):
     """exp(x) for float64 x; vectorisable; subnormal results as np.exp, 0
     below about -745.13, inf above about 709.78, NaN propagates."""
@@ -74,7 +78,7 @@ def fast_exp(x):
     return res
 
 
-@njit(inline="always", fastmath=FASTMATH, cache=True)
+@njit(**_INL)
 def fast_exp_ftz(x):
     """exp(x) flushed to 0 below -708 (no subnormal results, no NaN test):
     ~25% cheaper than ``fast_exp``.  For the log-domain reductions, whose
@@ -100,7 +104,7 @@ _LN2_LO = 1.90821492927058770002e-10
 _SQRT2 = 1.4142135623730951
 
 
-@njit(inline="always", fastmath=FASTMATH, cache=True)
+@njit(**_INL)
 def fast_log(x):
     """log(x) for a positive, normal, finite float64 x (callers pass
     shifted exp-sums above a floor, never 0, subnormals or inf); vectorisable.  x = 2^e m with

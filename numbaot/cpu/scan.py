@@ -52,7 +52,7 @@ import math
 import numpy as np
 from numba import njit, prange
 
-from .._config import JIT_OPTIONS
+from .._config import JIT_OPTIONS, SCAN_POLY_BLOCK
 
 __all__ = [
     "scan_rows",
@@ -71,7 +71,6 @@ _PAR = dict(JIT_OPTIONS, parallel=True)
 #: O(B * nc) bookkeeping kernels run serially: a parallel launch costs more
 _SER = dict(JIT_OPTIONS)
 _INL = dict(JIT_OPTIONS, inline="always")
-_INL.pop("cache")
 
 #: segments advanced in lockstep by one task
 LANES = 4
@@ -117,7 +116,8 @@ def _run(x, dones, out, g, base, step, reverse, i0, i1, y):
 
 
 #: block length of the vectorised chunk reduction ``_poly``
-_PB = 256
+#: (``_config.SCAN_POLY_BLOCK``)
+_PB = SCAN_POLY_BLOCK
 
 
 @njit(**_INL)
@@ -408,3 +408,9 @@ def run_gae_deltas(rewards, values, Nv, last, dones, gamma, B, N, dtype):
 
 def run_gae_returns(adv, values, Nv, B, N, out):
     gae_returns(adv, values, Nv, N, out)
+
+
+#: The launcher contract shared with numbaot.cuda.scan (same names,
+#: signatures and returns; tests/test_structure.py checks it).
+LAUNCHERS = ("layout", "empty", "run_scan", "count_nonfinite", "run_gamma_grad",
+             "run_gae_deltas", "run_gae_returns")

@@ -63,7 +63,7 @@ _PAR = dict(JIT_OPTIONS, parallel=True)
 _SER = dict(JIT_OPTIONS)
 
 
-_MERGE_COLS = 256
+from .._config import MERGE_COLS as _MERGE_COLS  # noqa: E402 (see _config)
 
 
 @njit(**_PAR)
@@ -1201,3 +1201,10 @@ def log_plan(st):
     plan = np.empty(st.M.shape, dtype=st.M.dtype)
     gibbs_kernel(st.M, st.c, u[0], v[0], plan)
     return plan
+
+
+#: The launcher contract shared with numbaot.cuda.sinkhorn (same names,
+#: signatures and returns; tests/test_structure.py checks it).
+LAUNCHERS = ("KnoppState", "knopp_steps", "knopp_error", "knopp_scalings", "knopp_loss",
+             "knopp_plan", "LogState", "log_steps", "log_errors", "log_potentials",
+             "log_loss", "log_plan")

@@ -555,7 +555,7 @@ def count_invalid(x, nonneg):
     res = cuda.to_device(np.zeros(2, dtype=np.int64))
     if x.size:
         tpb = int(_config.CUDA_THREADS)
-        grid = max(1, min(1024, -(-x.size // tpb)))
+        grid = max(1, min(int(_config.CUDA_CHECK_MAX_BLOCKS), -(-x.size // tpb)))
         count_invalid_kernel[grid, tpb](x, int(bool(nonneg)), res)
     out = res.copy_to_host()
     return int(out[0]), int(out[1])

@@ -561,3 +561,9 @@ def run_gae_returns(adv, values, Nv, B, N, out):
 def from_host(arr):
     """A device copy of a small host array (0-d arrays stay 0-d)."""
     return cuda.to_device(np.array(arr, order="C"))
+
+
+#: The launcher contract shared with numbaot.cpu.scan (same names,
+#: signatures and returns; tests/test_structure.py checks it).
+LAUNCHERS = ("layout", "empty", "run_scan", "count_nonfinite", "run_gamma_grad",
+             "run_gae_deltas", "run_gae_returns")

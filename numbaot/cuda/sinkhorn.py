@@ -530,6 +530,14 @@ def _dev(x, dt):
     return cuda.to_device(np.ascontiguousarray(x, dtype=dt))
 
 
+def _no_reduction(reduction):
+    """The CPU launchers take a column-reduction hook (rows split across MPI
+    processes, ``numbaot.distributed``); the GPU ones do not."""
+    if reduction is not None:
+        raise ValueError("reduction: the CUDA launchers do not support rows split across "
+                         "processes; use NumPy arrays with numbaot.distributed")
+
+
 class LogState:
     """Device state of a batched log-domain Sinkhorn run (problem-major).
 
@@ -538,7 +546,8 @@ class LogState:
     dtype); ``loga``, ``logb``, ``b``, ``u``, ``v`` are host float64 arrays
     (n_problems or 1, dim), copied to the device in M's dtype."""
 
-    def __init__(self, M, c, loga, logb, b, u, v):
+    def __init__(self, M, c, loga, logb, b, u, v, reduction=None):
+        _no_reduction(reduction)
         dt = M.dtype
         self.M, self.c = M, dt.type(c)
         self.loga, self.logb, self.b = _dev(loga, dt), _dev(logb, dt), _dev(b, dt)
@@ -632,7 +641,8 @@ class KnoppState:
     Gibbs kernel K = exp(c M) is formed on the device; ``a``, ``b``, ``u``,
     ``v`` are host float64 arrays, copied to the device in M's dtype."""
 
-    def __init__(self, M, c, a, b, u, v):
+    def __init__(self, M, c, a, b, u, v, reduction=None):
+        _no_reduction(reduction)
         dt = M.dtype
         self.M = M
         self.Kmat = cuda.device_array(M.shape, dtype=dt)
@@ -741,3 +751,10 @@ def knopp_plan(st):
     plan = cuda.device_array(st.M.shape, dtype=st.M.dtype)
     scaled_plan(st.Kmat, st.u[0], st.v[0], plan)
     return plan
+
+
+#: The launcher contract shared with numbaot.cpu.sinkhorn (same names,
+#: signatures and returns; tests/test_structure.py checks it).
+LAUNCHERS = ("KnoppState", "knopp_steps", "knopp_error", "knopp_scalings", "knopp_loss",
+             "knopp_plan", "LogState", "log_steps", "log_errors", "log_potentials",
+             "log_loss", "log_plan")
