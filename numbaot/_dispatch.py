@@ -67,7 +67,7 @@ class threads_at_most:
     """Context manager: run the enclosed parallel kernel call on at most
     ``n_items`` of Numba's threads (at least one).  A thread without a work
     item would only be woken up to find nothing to do, and waking a sleeping
-    worker costs 0.1-10 ms on a shared VM (BENCHMARKS.md), more than a small
+    worker costs 0.1-10 ms on a shared VM (docs/performance-notes.md), more than a small
     batch's whole computation.  With ``n_items`` >= the current thread count
     this changes nothing; otherwise the count is restored on exit, also
     after an exception.  (A class, not ``num_threads``: this runs on every
