@@ -262,7 +262,7 @@ def _compile_for_size(N):
     the names of the generated kernels bound to those of size N alone
     (``_gen_at``): the first call at one size compiles that size's kernels
     only (on 2 cores 23 s at n = 16, 10 s at n = 4; one kernel for all four
-    sizes took 70-75 s, BENCHMARKS.md).  The templates' code, compiled in a
+    sizes took 70-75 s, docs/performance-notes.md).  The templates' code, compiled in a
     smaller context (LLVM may inline and round differently: results can
     move by an ulp against the all-sizes build).  The templates' own code
     objects (same file and line numbers) on a namespace of their size,
