@@ -97,3 +97,24 @@ def test_caller_arrays_unchanged():
         nb.barycenter(A, M, 0.05, method=meth, numItermax=20, warn=False)
     np.testing.assert_array_equal(A, A0)
     np.testing.assert_array_equal(M, M0)
+
+
+@pytest.mark.parametrize("kind", ["knopp", "log"])
+def test_cpu_launchers_give_the_public_result(kind):
+    """numbaot.cpu.barycenter's launchers (the contract shared with
+    numbaot.cuda.barycenter) driven by hand give the public result, bit for bit."""
+    from numbaot.cpu import barycenter as cb
+
+    A, M = _gaussians(40)
+    w = np.array([0.2, 0.5, 0.3])
+    State = cb.KnoppBaryState if kind == "knopp" else cb.LogBaryState
+    st = State(np.ascontiguousarray(M), -1.0 / 0.05, A, w)
+    step = cb.knopp_bary_step if kind == "knopp" else cb.log_bary_step
+    for ii in range(20):
+        err = step(st, ii % 10 == 1)
+        assert (err is None) == (ii % 10 != 1)
+    res = (cb.knopp_bary_result if kind == "knopp" else cb.log_bary_result)(st, np.float64)
+    method = "sinkhorn" if kind == "knopp" else "sinkhorn_log"
+    ref = nb.barycenter(A, M, 0.05, weights=w, method=method, numItermax=20, stopThr=0.0,
+                        warn=False)
+    np.testing.assert_array_equal(res, ref)

@@ -18,6 +18,13 @@ Gaussian kernel of the image grid (Solomon et al. 2015, "Convolutional
 Wasserstein distances", Alg. 2): BLAS matrix products in the multiplicative
 form, numbaot's log-domain separable convolution otherwise.
 
+This module validates (once, for both devices), picks the launcher module
+of the inputs' device once (``numbaot.cpu.barycenter`` or
+``numbaot.cuda.barycenter``: the same ``KnoppBaryState`` /
+``knopp_bary_step`` / ``knopp_bary_result`` and their ``log_`` and
+``conv_`` counterparts) and runs it under POT's control flow
+(``numbaot._loops.periodic_loop``).
+
 Devices.  Every function also takes CUDA device arrays (numba device arrays,
 CuPy arrays) for ``A``, ``M`` and ``weights`` (all on the GPU; ``weights``
 may be None) and then returns device arrays of the caller's kind ('err'
@@ -29,32 +36,69 @@ and 'niter' of the log stay host numbers):
   histograms in one launch per half-step; ``M`` never leaves the device,
   ``A`` and ``weights`` (O(dim n_hists)) are validated on host copies and
   the host reads dim numbers per stopping test.  The stopping rule, the
-  'err' list and the warnings come from the same loop as on the CPU
-  (``_periodic_bary``).
+  'err' list and the warnings come from the same loop as on the CPU.
 * ``convolutional_barycenter2d(method='sinkhorn')`` runs on the CUDA
   kernels too (separable convolution of all images per launch); the images
   are validated on a host copy.
 * ``barycenter_stabilized`` and ``convolutional_barycenter2d(method=
-  'sinkhorn_log')`` run on host copies of the inputs (the CPU code above)
-  and copy their results back to the device.
+  'sinkhorn_log')`` run on host copies of the inputs (the CPU code) and
+  copy their results back to the device.
 
 Mixing host and device arrays raises ``TypeError``; device arrays without
 numba-cuda or a GPU raise ``numbaot._dispatch.CudaUnavailableError``.
 """
 import warnings
+from dataclasses import dataclass
 
 import numpy as np
 
 from .. import _checks, _dispatch, _loops
+from ..cpu import barycenter as cpu_barycenter
 from ..cpu import chunk_layout
-from ..cpu import barycenter as _kb
-from ..cpu import sinkhorn as _k
+from ..cpu import sinkhorn as cpu_sinkhorn
 
 __all__ = ["barycenter", "barycenter_sinkhorn", "barycenter_stabilized",
            "convolutional_barycenter2d"]
 
+_NO_TAU = object()
 
-def _check_A(A, M=None, name="A"):
+
+def _backend(device):
+    """The launcher module of the device (same launchers on both)."""
+    if device == "cuda":
+        from ..cuda import barycenter
+        return barycenter
+    return cpu_barycenter
+
+
+@dataclass
+class _Problem:
+    """A validated barycenter problem.
+
+    A : ndarray (dim, n_hists) float64 (a host copy for device inputs).
+    M : the cost (dim, dim) as the launchers take it: host float64 C order,
+        or a C-contiguous device array of ``dtype``; None for images.
+    w : ndarray (n_hists,) float64, the weights.
+    dtype : float32 or float64, the dtype of the results.
+    device : "cpu" or "cuda".
+    like : the caller's ``A`` (CUDA results come back as its array kind).
+    """
+
+    A: np.ndarray
+    M: object
+    w: np.ndarray
+    dtype: np.dtype
+    device: str
+    like: object
+    reg: float = 0.0
+    numItermax: int = 0
+    stopThr: float = 0.0
+    tau: float = 0.0
+
+
+def _check_A(A, name="A"):
+    """The histograms (dim, n_hists), a host array (device inputs are
+    validated on a host copy: O(dim n_hists))."""
     A = _checks.as_real_array(A, name)
     if A.ndim != 2:
         raise ValueError(f"{name} must be 2-D (dim, n_hists); got shape {A.shape}")
@@ -64,14 +108,29 @@ def _check_A(A, M=None, name="A"):
         raise ValueError(f"{name} contains NaN or inf")
     if np.any(A < 0):
         raise ValueError(f"{name} has negative entries; histograms must be >= 0")
-    if M is not None:
+    return A
+
+
+def _check_M(M, dim, device):
+    """The cost (dim, dim), validated where it lives: a host array, or on
+    the GPU a float32/float64 device array (a device finiteness reduction;
+    never copied to the host)."""
+    if device == "cuda":
+        if not _dispatch.is_device_array(M):
+            raise ValueError(f"M must have shape ({dim}, {dim}) for histograms of {dim} bins "
+                             f"(a GPU array like A)")
+        M = _dispatch.as_device_array(M)
+        if np.dtype(M.dtype) not in (np.dtype(np.float32), np.dtype(np.float64)):
+            raise TypeError(f"M on the GPU must be float32 or float64; got dtype {M.dtype}")
+    else:
         M = _checks.as_real_array(M, "M")
-        if M.shape != (A.shape[0], A.shape[0]):
-            raise ValueError(f"M must have shape ({A.shape[0]}, {A.shape[0]}) for histograms "
-                             f"of {A.shape[0]} bins; got {M.shape}")
-        if not np.all(np.isfinite(M)):
-            raise ValueError("M contains NaN or inf; costs must be finite")
-    return A, M
+    if tuple(M.shape) != (dim, dim):
+        raise ValueError(f"M must have shape ({dim}, {dim}) for histograms of {dim} bins; "
+                         f"got {tuple(M.shape)}")
+    finite = _dispatch.device_all_finite(M) if device == "cuda" else np.all(np.isfinite(M))
+    if not finite:
+        raise ValueError("M contains NaN or inf; costs must be finite")
+    return M
 
 
 def _check_weights(weights, n_hists):
@@ -86,97 +145,57 @@ def _check_weights(weights, n_hists):
     return w
 
 
-def _geometric_bar(w, X):
-    """exp(sum_k w_k log X[:, k]) (POT's geometricBar), X (dim, n_hists)."""
-    with np.errstate(divide="ignore"):
-        return np.exp(np.log(X) @ w)
+def _host_copies(device, *arrays):
+    """The inputs validated on the host (O(dim n_hists): histograms, images,
+    weights): host copies of them on the GPU path (after the CUDA probe),
+    the inputs themselves on the CPU path."""
+    if device == "cuda":
+        _dispatch.require_cuda()
+        return tuple(_dispatch.to_host(x) for x in arrays)
+    return arrays
 
 
-def _periodic_bary(run, dtype, numItermax, stopThr, verbose, log, warn):
+def _problem(A, M, weights, reg, numItermax, stopThr, tau=_NO_TAU):
+    """Validate a barycenter problem on either device, in one order: A, M,
+    reg / numItermax / stopThr (and tau), weights.  ``A`` and ``weights``
+    (O(dim n_hists)) of a device problem are checked on host copies;
+    ``M`` stays on its device."""
+    device = _dispatch.device_of(A=A, M=M, weights=weights)
+    like = A
+    A, weights = _host_copies(device, A, weights)
+    A = _check_A(A)
+    M = _check_M(M, A.shape[0], device)
+    reg, numItermax, stopThr = _checks.check_common(reg, numItermax, stopThr)
+    if tau is not _NO_TAU:
+        tau = _checks.check_real_scalar(tau, "tau")
+    dt = _checks.result_dtype(A, M)
+    w = _check_weights(weights, A.shape[1])
+    if device == "cuda":
+        M = _dispatch.device_contiguous(M, dt)
+    else:
+        M = np.ascontiguousarray(M, dtype=np.float64)
+    return _Problem(A.astype(np.float64), M, w, dt, device, like, reg, numItermax, stopThr,
+                    tau)
+
+
+def _periodic_bary(run, P, verbose, log, warn):
     """POT's control flow of ``barycenter_sinkhorn`` / ``_barycenter_sinkhorn_log``."""
-    return _loops.periodic_loop(run, dtype, numItermax, stopThr, verbose, log, warn,
+    return _loops.periodic_loop(run, P.dtype, P.numItermax, P.stopThr, verbose, log, warn,
                                 check_at=1, print_before_stop=False,
                                 warning=_loops.NOT_CONVERGED)
 
 
-def _periodic_conv(run, dtype, numItermax, stopThr, verbose, log, warn):
+def _periodic_conv(run, P, verbose, log, warn):
     """POT's control flow of the convolutional barycenters."""
-    return _loops.periodic_loop(run, dtype, numItermax, stopThr, verbose, log, warn,
+    return _loops.periodic_loop(run, P.dtype, P.numItermax, P.stopThr, verbose, log, warn,
                                 check_at=9, print_before_stop=True,
                                 warning=_loops.CONV_NOT_CONVERGED)
 
 
-def _on_device(**arrays):
-    return _dispatch.device_of(**arrays) == "cuda"
-
-
-def _device_problem(A, M, weights):
-    """Validate a barycenter problem given on the GPU.
-
-    ``A`` (dim, n_hists) and ``weights`` are O(dim n_hists): they are copied
-    to the host and checked by the host code (same messages).  ``M`` stays on
-    the device: dtype and shape checks, a device finiteness reduction, and a
-    copy only when it is not C-contiguous or not of the result dtype.
-    Returns (A as a host array, M on the device in the result dtype, weights
-    as a host float64 array, result dtype)."""
-    _dispatch.require_cuda()
-    from ..cuda import sinkhorn as cu
-
-    A, _ = _check_A(_dispatch.to_host(A))
-    dim = A.shape[0]
-    if not _dispatch.is_device_array(M):
-        raise ValueError(f"M must have shape ({dim}, {dim}) for histograms of {dim} bins "
-                         f"(a GPU array like A)")
-    Md = _dispatch.as_device_array(M)
-    if np.dtype(Md.dtype) not in (np.dtype(np.float32), np.dtype(np.float64)):
-        raise TypeError(f"M on the GPU must be float32 or float64; got dtype {Md.dtype}")
-    if tuple(Md.shape) != (dim, dim):
-        raise ValueError(f"M must have shape ({dim}, {dim}) for histograms of {dim} bins; "
-                         f"got {tuple(Md.shape)}")
-    if not cu.all_finite(Md):
-        raise ValueError("M contains NaN or inf; costs must be finite")
-    w = _check_weights(None if weights is None else _dispatch.to_host(weights), A.shape[1])
-    dt = _checks.result_dtype(A, np.empty(1, dtype=Md.dtype))
-    return A, cu.to_contiguous(Md, dt), w, dt
-
-
-def _barycenter_cuda(meth, A, M, reg, weights, numItermax, stopThr, verbose, log, warn):
-    """``barycenter_sinkhorn`` / ``_barycenter_sinkhorn_log`` on device arrays
-    (kernels of ``numbaot.cuda.barycenter``, in the input dtype; the
-    control flow is ``_periodic_bary``, as on the CPU)."""
-    like = A
-    A, Md, w, dt = _device_problem(A, M, weights)
-    reg, numItermax, stopThr = _checks.check_common(reg, numItermax, stopThr)
-    from numba import cuda
-
-    from ..cuda import barycenter as cb
-    from ..cuda import sinkhorn as cu
-
-    dim, H = A.shape
-    wd = cuda.to_device(w.astype(dt))
-    Af = A.astype(np.float64)
-    if meth == "sinkhorn":
-        Kmat = cuda.device_array((dim, dim), dtype=dt)
-        z = cuda.to_device(np.zeros(dim, dtype=dt))
-        cu.gibbs_kernel(Md, -1.0 / reg, z, z, Kmat)
-        st = cb.KnoppBaryState(Kmat, Af.T, wd)
-        errs, ii = _periodic_bary(lambda want: cb.knopp_bary_step(st, want), dt, numItermax,
-                              stopThr, verbose, log, warn)
-        bar = st.bar
-        if np.any(np.isnan(bar.copy_to_host())):
-            warnings.warn("the barycenter has NaN entries: the Gibbs kernel exp(-M/reg) "
-                          "underflowed at this reg; use method='sinkhorn_log'")
-    else:
-        logA = np.ascontiguousarray(np.log(Af + 1e-16).T, dtype=dt)
-        st = cb.LogBaryState(Md, -1.0 / reg, cuda.to_device(logA), wd)
-        errs, ii = _periodic_bary(lambda want: cb.log_bary_step(st, want), dt, numItermax,
-                              stopThr, verbose, log, warn)
-        bar = cuda.device_array(dim, dtype=dt)
-        cb.exp_vec(st.logbar, bar)
-    bar = _dispatch.like_input(bar, like)
-    if log:
-        return bar, {"err": errs, "niter": ii}
-    return bar
+def _result(P, x):
+    """A launcher's result (an array of the result dtype on the problem's
+    device) as the caller's array kind (CuPy for CuPy inputs)."""
+    return _dispatch.like_input(x, P.like)
 
 
 def barycenter(A, M, reg, weights=None, method="sinkhorn", numItermax=10000, stopThr=1e-4,
@@ -249,44 +268,30 @@ def barycenter_sinkhorn(A, M, reg, weights=None, numItermax=1000, stopThr=1e-4, 
     One iteration: UKv = u * K^T (A / (K u)), u <- u * geometricBar(w, UKv) / UKv
     (Benamou et al. 2015, eq. (12)); error every 10 iterations (ii % 10 == 1):
     sum over bins of the standard deviation of UKv across histograms.
-    Parameters, returns and exceptions as :func:`barycenter`.  Devices: CPU
-    (NumPy) or CUDA kernels (device arrays, input dtype).
+    Returns and exceptions as :func:`barycenter`.  Devices: CPU (NumPy) or
+    CUDA kernels (device arrays, input dtype).
+
+    Parameters
+    ----------
+    A : array-like, shape (dim, n_hists)
+        Histograms (columns, non-negative, same mass).
+    M : array-like, shape (dim, dim)
+        Ground cost between bins.
+    reg : float
+        Entropic regularisation (> 0).
+    weights : array-like, shape (n_hists,), optional
+        Barycentric weights (default uniform).
+    numItermax : int, default 1000
+    stopThr : float, default 1e-4
+    verbose, log, warn : bool
+        As POT.
     """
-    if _on_device(A=A, M=M, weights=weights):
-        return _barycenter_cuda("sinkhorn", A, M, reg, weights, numItermax, stopThr, verbose,
-                                log, warn)
-    A, M = _check_A(A, M)
-    reg, numItermax, stopThr = _checks.check_common(reg, numItermax, stopThr)
-    dt = _checks.result_dtype(A, M)
-    dim, H = A.shape
-    w = _check_weights(weights, H)
-    Kmat = np.empty((dim, dim))
-    _k.gibbs_kernel(np.ascontiguousarray(M, dtype=np.float64), -1.0 / reg, np.zeros(dim),
-                    np.zeros(dim), Kmat)
-    Af = A.astype(np.float64)
-    AT = np.ascontiguousarray(Af.T)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        UKv = Kmat @ (Af.T / Kmat.sum(0)).T
-        gm = np.exp(np.mean(np.log(UKv), axis=1))
-        u = np.ascontiguousarray((gm / UKv.T))  # (H, dim), problem-major
-    n_chunks, chunk_rows = chunk_layout(dim, H, dim)
-    Q = np.empty((n_chunks, H, dim))
-    q = np.empty((H, dim))
-    unew = np.empty((H, dim))
-    s = {"u": u, "UKvT": UKv.T}
-
-    def run(want_err):
-        with np.errstate(divide="ignore", invalid="ignore"):
-            _k.knopp_fused_pass(Kmat, AT, s["u"], n_chunks, chunk_rows, Q, unew, q)
-            UKvT = s["u"] * q
-            bar = _geometric_bar(w, UKvT.T)
-            s["u"] = np.ascontiguousarray(s["u"] * bar[None, :] / UKvT)
-        s["UKvT"] = UKvT
-        return np.sum(np.std(UKvT.T, axis=1)) if want_err else None
-
-    errs, ii = _periodic_bary(run, dt, numItermax, stopThr, verbose, log, warn)
-    bar = _geometric_bar(w, np.asarray(s["UKvT"]).T).astype(dt)
-    if np.any(np.isnan(bar)):
+    P = _problem(A, M, weights, reg, numItermax, stopThr)
+    be = _backend(P.device)
+    st = be.KnoppBaryState(P.M, -1.0 / P.reg, P.A, P.w)
+    errs, ii = _periodic_bary(lambda want: be.knopp_bary_step(st, want), P, verbose, log, warn)
+    bar = _result(P, be.knopp_bary_result(st, P.dtype))
+    if np.any(np.isnan(_dispatch.to_host(bar))):
         warnings.warn("the barycenter has NaN entries: the Gibbs kernel exp(-M/reg) "
                       "underflowed at this reg; use method='sinkhorn_log'")
     if log:
@@ -301,48 +306,11 @@ def _barycenter_sinkhorn_log(A, M, reg, weights=None, numItermax=1000, stopThr=1
     log_bar = sum_k w_k log KU_k, G = log_bar - log KU; one sweep over M per
     iteration for all histograms.  Devices: CPU (NumPy) or CUDA kernels
     (device arrays, input dtype)."""
-    if _on_device(A=A, M=M, weights=weights):
-        return _barycenter_cuda("sinkhorn_log", A, M, reg, weights, numItermax, stopThr,
-                                verbose, log, warn)
-    A, M = _check_A(A, M)
-    reg, numItermax, stopThr = _checks.check_common(reg, numItermax, stopThr)
-    dt = _checks.result_dtype(A, M)
-    dim, H = A.shape
-    w = _check_weights(weights, H)
-    Mf = np.ascontiguousarray(M, dtype=np.float64)
-    c = -1.0 / reg
-    logA = np.ascontiguousarray(np.log(A.astype(np.float64) + 1e-16).T)  # (H, dim)
-    G_old = np.zeros((H, dim))
-    f = np.zeros((H, dim))
-    q = np.empty((H, dim))
-    n_chunks, chunk_rows = chunk_layout(dim, H, dim)
-    Q = np.empty((n_chunks, H, dim))
-    active = np.ones(H, dtype=np.bool_)
-    lse = np.empty((H, dim))
-    s = {"G": np.zeros((H, dim)), "shift_ok": False, "dv": np.zeros(H),
-         "log_bar": np.zeros(dim)}
-
-    def run(want_err):
-        G = s["G"]
-        if s["shift_ok"]:
-            s["dv"] = np.max(G - G_old, axis=1)
-        _k.log_fused_pass(Mf, c, logA, G, s["shift_ok"], s["dv"], active, n_chunks,
-                          chunk_rows, Q, f, q)
-        s["shift_ok"] = True
-        G_old[:, :] = G
-        if np.all(q > 1e-290):
-            log_KU = np.log(q) - G
-        else:  # some column sums underflowed: the safe tiled column logsumexp
-            _k.log_col_lse(Mf, c, f, n_chunks, chunk_rows, lse)
-            log_KU = lse.copy()
-        log_bar = w @ log_KU
-        s["log_bar"] = log_bar
-        err = np.exp(G + log_KU).std(axis=0).sum() if want_err else None
-        s["G"] = np.ascontiguousarray(log_bar[None, :] - log_KU)
-        return err
-
-    errs, ii = _periodic_bary(run, dt, numItermax, stopThr, verbose, log, warn)
-    bar = np.exp(s["log_bar"]).astype(dt)
+    P = _problem(A, M, weights, reg, numItermax, stopThr)
+    be = _backend(P.device)
+    st = be.LogBaryState(P.M, -1.0 / P.reg, P.A, P.w)
+    errs, ii = _periodic_bary(lambda want: be.log_bary_step(st, want), P, verbose, log, warn)
+    bar = _result(P, be.log_bary_result(st, P.dtype))
     if log:
         return bar, {"err": errs, "niter": ii}
     return bar
@@ -356,28 +324,40 @@ def barycenter_stabilized(A, M, reg, tau=1e10, weights=None, numItermax=1000, st
     step: absorption when max(u, v) > ``tau``, error max|u K v - A| at
     ii % 10 == 0 (when not absorbing) and at ii == 0, "Numerical errors at
     iteration %s" (previous barycenter returned) and POT's own non-convergence
-    text.  Parameters, returns and exceptions as :func:`barycenter`
-    (``tau``: absorption threshold, positional 4th as in POT).  Devices:
-    device arrays run on host copies (CPU code), results copied back to the
-    device.
+    text.  Returns and exceptions as :func:`barycenter` (log keys 'err',
+    'niter', 'logu', 'logv').  Devices: device arrays run on host copies
+    (CPU code), results copied back to the device.
+
+    Parameters
+    ----------
+    A : array-like, shape (dim, n_hists)
+        Histograms (columns, non-negative, same mass).
+    M : array-like, shape (dim, dim)
+        Ground cost between bins.
+    reg : float
+        Entropic regularisation (> 0).
+    tau : float, default 1e10
+        Absorption threshold (positional 4th, as in POT).
+    weights : array-like, shape (n_hists,), optional
+        Barycentric weights (default uniform).
+    numItermax : int, default 1000
+    stopThr : float, default 1e-4
+    verbose, log, warn : bool
+        As POT.
     """
-    if _on_device(A=A, M=M, weights=weights):
+    if _dispatch.device_of(A=A, M=M, weights=weights) == "cuda":
         return _dispatch.via_host(barycenter_stabilized, (A, M, reg, tau),
-                              dict(weights=weights, numItermax=numItermax, stopThr=stopThr,
-                                   verbose=verbose, log=log, warn=warn), like=A)
-    A, M = _check_A(A, M)
-    reg, numItermax, stopThr = _checks.check_common(reg, numItermax, stopThr)
-    tau = _checks.check_real_scalar(tau, "tau")
-    dt = _checks.result_dtype(A, M)
-    dim, H = A.shape
-    w = _check_weights(weights, H)
-    Mf = np.ascontiguousarray(M, dtype=np.float64)
-    Af = A.astype(np.float64)
-    AT = np.ascontiguousarray(Af.T)
+                                  dict(weights=weights, numItermax=numItermax,
+                                       stopThr=stopThr, verbose=verbose, log=log, warn=warn),
+                                  like=A)
+    P = _problem(A, M, weights, reg, numItermax, stopThr, tau=tau)
+    reg, tau, dt, w, Mf = P.reg, P.tau, P.dtype, P.w, P.M
+    dim, H = P.A.shape
+    AT = np.ascontiguousarray(P.A.T)
     u = np.full((H, dim), 1.0 / dim)
     v = np.full((H, dim), 1.0 / dim)
     Kmat = np.empty((dim, dim))
-    _k.gibbs_kernel(Mf, -1.0 / reg, np.zeros(dim), np.zeros(dim), Kmat)
+    cpu_sinkhorn.gibbs_kernel(Mf, -1.0 / reg, np.zeros(dim), np.zeros(dim), Kmat)
     alpha = np.zeros(dim)
     beta = np.zeros(dim)
     qbar = np.full(dim, 1.0 / dim)
@@ -387,11 +367,11 @@ def barycenter_stabilized(A, M, reg, tau=1e10, weights=None, numItermax=1000, st
     lg = {"err": []} if log else None
     converged = False
     ii = 0
-    for ii in range(numItermax):
+    for ii in range(P.numItermax):
         qprev = qbar
         with np.errstate(divide="ignore", invalid="ignore"):
-            _k.knopp_fused_pass(Kmat, AT, v, n_chunks, chunk_rows, Q, u, Ktu)
-            qbar = _geometric_bar(w, Ktu.T)
+            cpu_sinkhorn.knopp_fused_pass(Kmat, AT, v, n_chunks, chunk_rows, Q, u, Ktu)
+            qbar = cpu_barycenter.geometric_bar(w, Ktu.T)
             v = np.ascontiguousarray(qbar[None, :] / Ktu)
         absorbing = False
         if np.any(u > tau) or np.any(v > tau):
@@ -399,7 +379,7 @@ def barycenter_stabilized(A, M, reg, tau=1e10, weights=None, numItermax=1000, st
             with np.errstate(divide="ignore"):
                 alpha = alpha + reg * np.log(np.max(u, 0))
                 beta = beta + reg * np.log(np.max(v, 0))
-            _k.gibbs_kernel(Mf, -1.0 / reg, alpha / reg, beta / reg, Kmat)
+            cpu_sinkhorn.gibbs_kernel(Mf, -1.0 / reg, alpha / reg, beta / reg, Kmat)
             v = np.ones((H, dim))
         if (np.any(Ktu == 0.0) or np.any(np.isnan(u)) or np.any(np.isnan(v))
                 or np.any(np.isinf(u)) or np.any(np.isinf(v))):
@@ -412,7 +392,7 @@ def barycenter_stabilized(A, M, reg, tau=1e10, weights=None, numItermax=1000, st
             err = dt.type(np.max(np.abs(u * Kv - AT)))
             if log:
                 lg["err"].append(err)
-            if err < stopThr:
+            if err < P.stopThr:
                 converged = True
                 break
             if verbose:
@@ -477,18 +457,14 @@ def convolutional_barycenter2d(A, reg, weights=None, method="sinkhorn", numIterm
     ``log`` are device arrays.
     """
     meth = _checks.check_method(method, ("sinkhorn", "sinkhorn_log"))
-    like = None
-    if _on_device(A=A, weights=weights):
-        if meth == "sinkhorn_log":
-            return _dispatch.via_host(convolutional_barycenter2d, (A, reg),
+    device = _dispatch.device_of(A=A, weights=weights)
+    if device == "cuda" and meth == "sinkhorn_log":
+        return _dispatch.via_host(convolutional_barycenter2d, (A, reg),
                                   dict(weights=weights, method=meth, numItermax=numItermax,
                                        stopThr=stopThr, verbose=verbose, log=log, warn=warn,
                                        **kwargs), like=A)
-        _dispatch.require_cuda()
-        like = A  # images and weights (O(n_hists W H)) are validated on host copies
-        A = _dispatch.to_host(A)
-        if _dispatch.is_device_array(weights):
-            weights = _dispatch.as_device_array(weights).copy_to_host()
+    like = A
+    A, weights = _host_copies(device, A, weights)
     A = _checks.as_real_array(A, "A")
     if A.ndim != 3 or 0 in A.shape:
         raise ValueError(f"A must be 3-D (n_hists, width, height); got shape {A.shape}")
@@ -497,85 +473,26 @@ def convolutional_barycenter2d(A, reg, weights=None, method="sinkhorn", numIterm
     reg, numItermax, stopThr = _checks.check_common(reg, numItermax, stopThr)
     stabThr = _checks.check_real_scalar(kwargs.get("stabThr", 1e-30), "stabThr")
     dt = _checks.result_dtype(A)
-    H, W, Hh = A.shape
-    w = _check_weights(weights, H)
-    Af = A.astype(np.float64)
-    M1, M2 = _grid_costs(W, reg), _grid_costs(Hh, reg)
-    if meth == "sinkhorn" and like is not None:
-        return _conv_cuda(Af, M1, M2, w, stabThr, dt, like, numItermax, stopThr, verbose, log,
-                          warn)
+    n_hists, W, H = A.shape
+    P = _Problem(A.astype(np.float64), None, _check_weights(weights, n_hists), dt, device, like,
+                 reg, numItermax, stopThr)
+    M1, M2 = _grid_costs(W, reg), _grid_costs(H, reg)
     if meth == "sinkhorn":
-        K1, K2 = np.exp(M1), np.exp(M2)
-
-        def conv(imgs):
-            return np.matmul(np.matmul(K1, imgs), K2.T)
-
-        s = {"bar": np.ones((W, Hh)) / (W * Hh), "U": np.ones(A.shape), "V": np.ones(A.shape)}
-        s["KU"] = conv(s["U"])
-
-        def run(want_err):
-            with np.errstate(divide="ignore", invalid="ignore"):
-                s["V"] = s["bar"][None] / s["KU"]
-                KV = conv(s["V"])
-                s["U"] = Af / KV
-                s["KU"] = conv(s["U"])
-                s["bar"] = np.exp(np.sum(w[:, None, None] * np.log(s["KU"] + stabThr), axis=0))
-            return np.sum(np.std(s["V"] * s["KU"], axis=0)) if want_err else None
-
-        errs, ii = _periodic_conv(run, dt, numItermax, stopThr, verbose, log, warn)
+        be = _backend(device)
+        # the images on the launchers' device (uploaded once, in the result dtype)
+        imgs = _dispatch.to_device(P.A, dt) if device == "cuda" else P.A
+        st = be.ConvBaryState(imgs, np.exp(M1), np.exp(M2), P.w, stabThr)
+        errs, ii = _periodic_conv(lambda want: be.conv_bary_step(st, want), P, verbose, log,
+                                  warn)
         if log:
-            lg = {"err": errs, "niter": ii, "U": s["U"].astype(dt), "V": s["V"].astype(dt)}
-            return s["bar"].astype(dt), lg
-        return s["bar"].astype(dt)
-
-    M1c, M2c = np.ascontiguousarray(M1), np.ascontiguousarray(M2)
-    tmp = np.empty((W, Hh))
-
-    def log_conv(img, out):
-        _kb.log_convolve2d(M1c, M2c, img, tmp, out)
-
-    logA = np.log(Af + stabThr)
-    log_KU = np.zeros(A.shape)
-    lc = np.empty((W, Hh))
-    s = {"G": np.zeros(A.shape), "log_bar": np.zeros((W, Hh))}
-
-    def run(want_err):
-        G = s["G"]
-        log_bar = np.zeros((W, Hh))
-        for k in range(H):
-            log_conv(np.ascontiguousarray(G[k]), lc)
-            f = logA[k] - lc
-            log_conv(np.ascontiguousarray(f), log_KU[k])
-            log_bar = log_bar + w[k] * log_KU[k]
-        s["log_bar"] = log_bar
-        err = np.exp(G + log_KU).std(axis=0).sum() if want_err else None
-        s["G"] = log_bar[None, :, :] - log_KU
-        return err
-
-    errs, ii = _periodic_conv(run, dt, numItermax, stopThr, verbose, log, warn)
+            U, V = be.conv_bary_scalings(st, dt)
+            lg = {"err": errs, "niter": ii, "U": _result(P, U), "V": _result(P, V)}
+            return _result(P, be.conv_bary_result(st, dt)), lg
+        return _result(P, be.conv_bary_result(st, dt))
+    # the log domain: host only (device inputs were sent through via_host above)
+    st = cpu_barycenter.LogConvBaryState(P.A, M1, M2, P.w, stabThr)
+    errs, ii = _periodic_conv(lambda want: cpu_barycenter.log_conv_bary_step(st, want), P,
+                              verbose, log, warn)
     if log:
-        return np.exp(s["log_bar"]).astype(dt), {"err": errs, "niter": ii}
-    return np.exp(s["log_bar"]).astype(dt)
-
-
-def _conv_cuda(Af, M1, M2, w, stabThr, dt, like, numItermax, stopThr, verbose, log, warn):
-    """Multiplicative convolutional barycenter on the device (kernels of
-    ``numbaot.cuda.barycenter``, input dtype; control flow ``_periodic_conv``)."""
-    from numba import cuda
-
-    from ..cuda import barycenter as cb
-
-    def dev(x):
-        return cuda.to_device(np.ascontiguousarray(x, dtype=dt))
-
-    st = cb.ConvBaryState(dev(Af), dev(np.exp(M1)), dev(np.exp(M2)), dev(w), stabThr)
-    errs, ii = _periodic_conv(lambda want: cb.conv_bary_step(st, want), dt, numItermax, stopThr,
-                          verbose, log, warn)
-    bar = _dispatch.like_input(st.bar.reshape(*Af.shape[1:]), like)
-    if log:
-        lg = {"err": errs, "niter": ii, "U": _dispatch.like_input(st.U, like),
-              "V": _dispatch.like_input(st.V, like)}
-        return bar, lg
-    return bar
-
-
+        return cpu_barycenter.log_conv_bary_result(st, dt), {"err": errs, "niter": ii}
+    return cpu_barycenter.log_conv_bary_result(st, dt)

@@ -1,5 +1,10 @@
-"""CUDA kernels of the entropic barycenters (``numbaot.barycenters`` on device
-arrays), batched over the histograms.
+"""CUDA launchers and kernels of the entropic barycenters (``numbaot.bregman``'s
+barycenters on device arrays), batched over the histograms.  The launchers
+(``KnoppBaryState``, ``knopp_bary_step``, ``knopp_bary_result``, their
+``log_`` and ``conv_`` counterparts and ``conv_bary_scalings``) have the same
+names, constructor signatures and returns as ``numbaot.cpu.barycenter``:
+the states take the cost ``M`` (or the images ``A``) as a device array, whose
+dtype is the computation's, and the other inputs as host float64 arrays.
 
 Layout as in ``numbaot.cuda.sinkhorn``: the cost ``M`` (or the Gibbs kernel
 ``Kmat``), shape (dim, dim), C order, only read; per-histogram vectors are
@@ -43,10 +48,12 @@ from .. import _config
 from ._launch import col_launch, col_layout, grid_problems, per_dtype, threads
 from ._reduce import make_reductions
 from ._registry import kernel
-from . import sinkhorn as _sk
+from . import sinkhorn as cuda_sinkhorn
 
-__all__ = ["col_sums", "matvec_rows", "geometric_scale", "KnoppBaryState", "knopp_bary_step",
-           "LogBaryState", "log_bary_step", "exp_vec", "ConvBaryState", "conv_bary_step"]
+__all__ = ["col_sums", "matvec_rows", "geometric_scale", "exp_vec", "KnoppBaryState",
+           "knopp_bary_step", "knopp_bary_result", "LogBaryState", "log_bary_step",
+           "log_bary_result", "ConvBaryState", "conv_bary_step", "conv_bary_result",
+           "conv_bary_scalings"]
 
 
 def _build(dt):
@@ -289,21 +296,37 @@ def _active(H):
     return cuda.to_device(np.ones(H, dtype=np.uint8))
 
 
+def _dev(x, dt):
+    return cuda.to_device(np.ascontiguousarray(x, dtype=dt))
+
+
+# --------------------------------------------------------------------------
+# Launchers: the same names, signatures and returns as numbaot.cpu.barycenter
+# (the states take host float64 arrays and copy them to the device in the
+# computation's dtype, that of the device array M or A)
+# --------------------------------------------------------------------------
 class KnoppBaryState:
     """Device state of the multiplicative barycenter iterations.
 
-    ``Kmat`` (dim, dim) Gibbs kernel and ``w`` (n_hists,) weights: device
-    arrays of one dtype; ``AT`` (n_hists, dim): the histograms as a host
-    float64 array (validated there; uploaded once).  The start is
-    POT's: UKv = K (A / K^T 1), u = geometricMean(UKv) / UKv, i.e. the
-    geometric scaling with uniform weights applied to u = 1.
+    Same constructor as ``numbaot.cpu.barycenter.KnoppBaryState``: ``M``
+    (dim, dim) the C-contiguous device cost matrix (its dtype is the
+    computation's; the Gibbs kernel K = exp(c M) is formed on the device),
+    ``c`` = -1/reg, ``A`` (dim, n_hists) the histograms and ``w``
+    (n_hists,) the weights as host float64 arrays (validated there;
+    uploaded once).  The start is POT's: UKv = K (A / K^T 1),
+    u = geometricMean(UKv) / UKv, i.e. the geometric scaling with uniform
+    weights applied to u = 1.
     """
 
-    def __init__(self, Kmat, AT, w):
-        dt = Kmat.dtype
-        H, dim = AT.shape
-        self.Kmat, self.w = Kmat, w
-        self.AT = cuda.to_device(np.ascontiguousarray(AT, dtype=dt))
+    def __init__(self, M, c, A, w):
+        dt = M.dtype
+        dim, H = A.shape
+        AT = A.T
+        self.M, self.w = M, _dev(w, dt)
+        self.Kmat = Kmat = cuda.device_array((dim, dim), dtype=dt)
+        z = _dev(np.zeros(dim), dt)
+        cuda_sinkhorn.gibbs_kernel(M, c, z, z, Kmat)
+        self.AT = _dev(AT, dt)
         self.u = cuda.to_device(np.ones((H, dim), dtype=dt))
         self.unew = cuda.device_array((H, dim), dtype=dt)
         self.ukv = cuda.device_array((H, dim), dtype=dt)
@@ -321,7 +344,8 @@ class KnoppBaryState:
         geometric_scale(self.ukv, cuda.to_device(np.full(H, 1.0 / H, dtype=dt)), self.u,
                         self.bar)
         # the barycenter of the start (returned when no iteration runs)
-        geometric_scale(self.ukv, w, cuda.device_array((H, dim), dtype=dt), self.bar)
+        geometric_scale(self.ukv, self.w, cuda.device_array((H, dim), dtype=dt),
+                        self.bar)
 
 
 def knopp_bary_step(st, want_err):
@@ -329,10 +353,10 @@ def knopp_bary_step(st, want_err):
     POT's error sum_j std_k UKv[k, j] (a host float) when ``want_err``."""
     dt = st.Kmat.dtype
     H, dim = st.u.shape
-    _sk._k("knopp_row_update", dt)[(dim, grid_problems(H)), threads()](
+    cuda_sinkhorn.kernel("knopp_row_update", dt)[(dim, grid_problems(H)), threads()](
         st.Kmat, st.AT, st.u, st.active, st.unew, st.fail, 0)
     grid, block = col_launch(st.Kmat.shape, H, st.n_chunks)
-    _sk._k("knopp_col_partial", dt)[grid, block](st.Kmat, st.unew, st.active, st.chunk_rows,
+    cuda_sinkhorn.kernel("knopp_col_partial", dt)[grid, block](st.Kmat, st.unew, st.active, st.chunk_rows,
                                                  st.P)
     g, t = _vec(dim)
     _k("bary_knopp_finish", dt)[g, t](st.P, st.u, st.w, st.ukv, st.bar, st.errcol,
@@ -342,15 +366,26 @@ def knopp_bary_step(st, want_err):
     return None
 
 
-class LogBaryState:
-    """Device state of the log-domain barycenter iterations: ``M`` (dim, dim),
-    ``c`` = -1/reg, ``logA`` (n_hists, dim) = log(A + 1e-16), ``w`` (n_hists,);
-    G = 0 and log_bar = 0 at the start (POT)."""
+def knopp_bary_result(st, dtype):
+    """The barycenter of the last iteration (of the start when none ran),
+    a device array (dim,) of the computation's dtype (the result dtype
+    ``dtype``: the state computes in it)."""
+    return st.bar
 
-    def __init__(self, M, c, logA, w):
+
+class LogBaryState:
+    """Device state of the log-domain barycenter iterations.  Same
+    constructor as ``numbaot.cpu.barycenter.LogBaryState``: ``M`` (dim, dim)
+    the C-contiguous device cost matrix (the computation's dtype),
+    ``c`` = -1/reg, ``A`` (dim, n_hists) and ``w`` (n_hists,) host float64
+    arrays (log(A + 1e-16) is formed on the host and uploaded); G = 0 and
+    log_bar = 0 at the start (POT)."""
+
+    def __init__(self, M, c, A, w):
         dt = M.dtype
-        H, dim = logA.shape
-        self.M, self.c, self.logA, self.w = M, dt.type(c), logA, w
+        dim, H = A.shape
+        logA = _dev(np.log(A + 1e-16).T, dt)
+        self.M, self.c, self.logA, self.w = M, dt.type(c), logA, _dev(w, dt)
         zeros = np.zeros((H, dim), dtype=dt)
         self.G = cuda.to_device(zeros)
         self.f = cuda.device_array((H, dim), dtype=dt)
@@ -368,10 +403,10 @@ def log_bary_step(st, want_err):
     POT's error sum_j std_k exp(G + log KU)[k, j] when ``want_err``."""
     dt = st.M.dtype
     H, dim = st.G.shape
-    _sk._k("log_row_lse", dt)[(dim, grid_problems(H)), threads()](
+    cuda_sinkhorn.kernel("log_row_lse", dt)[(dim, grid_problems(H)), threads()](
         st.M, st.c, st.G, st.logA, st.active, st.f)
     grid, block = col_launch(st.M.shape, H, st.n_chunks)
-    _sk._k("log_col_partial", dt)[grid, block](st.M, st.c, st.f, st.active, st.chunk_rows,
+    cuda_sinkhorn.kernel("log_col_partial", dt)[grid, block](st.M, st.c, st.f, st.active, st.chunk_rows,
                                                st.PM, st.PS)
     g, t = _vec(dim)
     _k("bary_log_finish", dt)[g, t](st.PM, st.PS, st.G, st.w, st.logku, st.logbar, st.errcol,
@@ -381,15 +416,27 @@ def log_bary_step(st, want_err):
     return None
 
 
+def log_bary_result(st, dtype):
+    """The barycenter exp(log_bar), a new device array (dim,) of the
+    computation's dtype (= the result dtype ``dtype``)."""
+    bar = cuda.device_array(st.logbar.shape[0], dtype=st.M.dtype)
+    exp_vec(st.logbar, bar)
+    return bar
+
+
 class ConvBaryState:
-    """Device state of the multiplicative convolutional barycenter: ``A``
-    (n_hists, W, H) images, ``K1`` (W, W), ``K2`` (H, H) the 1-D Gibbs
-    kernels, ``w`` (n_hists,): device arrays of one dtype.  POT's start:
-    bar = 1 / (W H), U = V = 1, KU = K(U)."""
+    """Device state of the multiplicative convolutional barycenter.  Same
+    constructor as ``numbaot.cpu.barycenter.ConvBaryState``: ``A``
+    (n_hists, W, H) the images, a C-contiguous device array (its dtype is
+    the computation's; only read); ``K1`` (W, W), ``K2`` (H, H) the 1-D
+    Gibbs kernels and ``w`` (n_hists,) host float64 arrays (uploaded);
+    ``stab`` POT's ``stabThr``.  POT's start: bar = 1 / (W H), U = V = 1,
+    KU = K(U)."""
 
     def __init__(self, A, K1, K2, w, stab):
         dt = A.dtype
         n, W, H = A.shape
+        K1, K2, w = _dev(K1, dt), _dev(K2, dt), _dev(w, dt)
         self.A, self.K1, self.K2, self.w, self.stab = A, K1, K2, w, dt.type(stab)
         ones = np.ones((n, W, H), dtype=dt)
         self.U = cuda.to_device(ones)
@@ -429,3 +476,22 @@ def conv_bary_step(st, want_err):
     if want_err:
         return float(np.sum(st.errcol.copy_to_host(), dtype=np.float64))
     return None
+
+
+def conv_bary_result(st, dtype):
+    """The barycenter image, a device array (W, H) of the computation's
+    dtype (= the result dtype ``dtype``; a view of the state)."""
+    return st.bar.reshape(*st.A.shape[1:])
+
+
+def conv_bary_scalings(st, dtype):
+    """(U, V), device arrays (n_hists, W, H) of the computation's dtype
+    (= ``dtype``; POT's log 'U', 'V'; the state's own arrays)."""
+    return st.U, st.V
+
+
+#: The launcher contract shared with numbaot.cpu.barycenter (same names,
+#: signatures and returns; tests/test_structure.py checks it).
+LAUNCHERS = ("KnoppBaryState", "knopp_bary_step", "knopp_bary_result", "LogBaryState",
+             "log_bary_step", "log_bary_result", "ConvBaryState", "conv_bary_step",
+             "conv_bary_result", "conv_bary_scalings")

@@ -454,7 +454,10 @@ def _build(dt):
     )
 
 
-_k = per_dtype(_build)
+#: kernel(name, dtype): the compiled kernel of this module for ``dtype``
+#: (the barycenter, unbalanced and gradient launchers reuse these kernels).
+kernel = per_dtype(_build)
+_k = kernel
 _grid_k = grid_problems
 _tpb = threads
 _grid2 = grid2

@@ -156,3 +156,44 @@ def test_bad_device_input(cuda, rng):
         barycenter(dA, dM, -1.0)
     with pytest.raises(ValueError, match="Unknown method"):
         barycenter(dA, dM, 0.2, method="nope")
+
+
+
+def test_launchers_same_contract_as_cpu(cuda, rng):
+    """numbaot.cpu.barycenter and numbaot.cuda.barycenter expose the same
+    launchers (names and signatures); driven with the same host inputs (the
+    big array on its device) they give the same errors and results."""
+    import inspect
+
+    from numbaot.cpu import barycenter as cpu_b
+    from numbaot.cuda import barycenter as gpu_b
+
+    assert cpu_b.LAUNCHERS == gpu_b.LAUNCHERS
+    for name in cpu_b.LAUNCHERS:
+        assert inspect.signature(getattr(cpu_b, name)) == inspect.signature(getattr(gpu_b, name))
+    A, M, w = _problem(rng)
+    imgs = rng.random((2, 3, 4)) + 0.1
+    imgs /= imgs.sum(axis=(1, 2), keepdims=True)
+    t3, t4 = np.linspace(0, 1, 3), np.linspace(0, 1, 4)
+    K1, K2 = (np.exp(-(t[:, None] - t[None, :]) ** 2 / 0.1) for t in (t3, t4))
+    for kind, args_cpu, args_gpu in (
+            ("knopp", (M, -5.0, A, w), (cuda.to_device(M), -5.0, A, w)),
+            ("log", (M, -5.0, A, w), (cuda.to_device(M), -5.0, A, w)),
+            ("conv", (imgs, K1, K2, w, 1e-30), (cuda.to_device(imgs), K1, K2, w, 1e-30))):
+        State = "KnoppBaryState" if kind == "knopp" else kind.capitalize() + "BaryState"
+        st_c = getattr(cpu_b, State)(*args_cpu)
+        st_g = getattr(gpu_b, State)(*args_gpu)
+        step_c, step_g = getattr(cpu_b, kind + "_bary_step"), getattr(gpu_b, kind + "_bary_step")
+        for want in (False, True):
+            e_c, e_g = step_c(st_c, want), step_g(st_g, want)
+            if want:
+                np.testing.assert_allclose(e_g, e_c, rtol=1e-9, atol=1e-15)
+            else:
+                assert e_c is None and e_g is None
+        res_c = getattr(cpu_b, kind + "_bary_result")(st_c, np.dtype(np.float64))
+        res_g = getattr(gpu_b, kind + "_bary_result")(st_g, np.dtype(np.float64))
+        assert isinstance(res_c, np.ndarray) and is_device_array(res_g)
+        np.testing.assert_allclose(res_g.copy_to_host(), res_c, **F64)
+    for x_g, x_c in zip(gpu_b.conv_bary_scalings(st_g, np.dtype(np.float64)),
+                        cpu_b.conv_bary_scalings(st_c, np.dtype(np.float64))):
+        np.testing.assert_allclose(x_g.copy_to_host(), x_c, **F64)
