@@ -2,9 +2,9 @@
 pass without an autodiff framework (implicit differentiation by conjugate
 gradient, or exact reverse mode through the iterations).
 
-The Sinkhorn operator (Sinkhorn 1964; Adams & Zemel 2011; Mena et al. 2018,
-"Learning latent permutations with Gumbel-Sinkhorn networks", eq. 3) maps a
-square matrix X to the doubly-stochastic matrix
+The Sinkhorn operator (Sinkhorn 1964 [1]_; Adams & Zemel 2011 [2]_; Mena et
+al. 2018, "Learning latent permutations with Gumbel-Sinkhorn networks", eq. 3
+[3]_) maps a square matrix X to the doubly-stochastic matrix
 
     S(X) = diag(alpha) exp(X) diag(beta),   S(X) 1 = 1,  S(X)^T 1 = 1,
 
@@ -12,20 +12,28 @@ the limit of alternating row and column normalisations of exp(X).  Batches of
 small matrices (n = 4 ... 64) appear in Gumbel-Sinkhorn permutation learning
 and in doubly-stochastic mixing layers.  The backward pass follows Eisenberger
 et al. 2022 ("A unified framework for implicit Sinkhorn differentiation",
-CVPR, Thm. 5): with G = dL/dR, the gradient is dL/dX = (G - u 1^T - 1 v^T) * R
-where (u, v) solves the 2n x 2n system
-
-    [[diag(r), R], [R^T, diag(c)]] [u; v] = [s_r; s_c],
-    s_r = (G * R) 1,  s_c = (G * R)^T 1,
-
-with r = c = 1 for a doubly-stochastic R.  Eliminating u leaves the
-symmetric positive semi-definite n x n system (diag(c) - R^T diag(r)^-1 R) v =
-s_c - R^T diag(r)^-1 s_r, solved here by conjugate gradient with two
-mat-vecs per iteration (R^T R is never formed).
+CVPR, Thm. 5) [4]_: with G = dL/dR, dL/dX = (G - u 1^T - 1 v^T) * R where
+(u, v) solves a 2n x 2n linear system; eliminating u leaves a symmetric
+positive semi-definite n x n system, solved by conjugate gradient with two
+mat-vecs per iteration (R^T R is never formed).  The derivation and the
+analysis of the CG solve (conditioning, convergence, tolerances) are in
+``docs/implicit-backward.md``.
 
 NumPy inputs run on parallel CPU kernels (``numbaot.cpu.implicit``); CUDA
 device arrays (numba, CuPy) run on the mirror kernels in
 ``numbaot.cuda.implicit`` and results come back as device arrays.
+
+References
+----------
+.. [1] R. Sinkhorn, "A relationship between arbitrary positive matrices and
+   doubly stochastic matrices", Ann. Math. Statist. 35(2), 876-879, 1964.
+.. [2] R. P. Adams, R. S. Zemel, "Ranking via Sinkhorn Propagation",
+   arXiv:1106.1925 2011.
+.. [3] G. Mena, D. Belanger, S. Linderman, J. Snoek, "Learning Latent
+   Permutations with Gumbel-Sinkhorn Networks", ICLR 2018, eq. 3.
+.. [4] M. Eisenberger, A. Toker, L. Leal-Taixe, F. Bernard, D. Cremers, "A
+   Unified Framework for Implicit Sinkhorn Differentiation", CVPR 2022,
+   Thm. 5.
 """
 import numba
 import numpy as np
@@ -123,8 +131,9 @@ def sinkhorn_operator(X, n_iter=20, tol=None, return_n_iter=False):
 
     R = exp(X + f 1^T + 1 g^T) where one iteration is the row normalisation
     f_i <- -log sum_j exp(X_ij + g_j) followed by the column normalisation
-    g_j <- -log sum_i exp(X_ij + f_i), starting from g = 0 (Mena et al. 2018,
-    eq. 3: S^l(X) = T_c(T_r(S^{l-1}(X))); Cuturi 2013).  After every iteration
+    g_j <- -log sum_i exp(X_ij + f_i), starting from g = 0 (Sinkhorn 1964
+    [1]_; Mena et al. 2018, eq. 3: S^l(X) = T_c(T_r(S^{l-1}(X))) [2]_;
+    Cuturi 2013 [3]_).  After every iteration
     the column sums of R are 1 (up to rounding); the row sums converge to 1.
     The potentials f, g are kept in the log domain (float64), so any finite X
     with entries below ~1e307 in magnitude (e.g. |X| ~ 1e4, a low
@@ -183,7 +192,7 @@ def sinkhorn_operator(X, n_iter=20, tol=None, return_n_iter=False):
     arithmetic whatever the input dtype.  The iterations run log-stabilised
     (Schmitzer 2019, "Stabilized sparse scaling algorithms for entropy
     regularized transport problems", SIAM J. Sci. Comput. 41(3), A1443,
-    Alg. 2): f = fa + log u, g = ga + log v, u = 1 / (K v), v = 1 / (K^T u)
+    Alg. 2 [4]_): f = fa + log u, g = ga + log v, u = 1 / (K v), v = 1 / (K^T u)
     on K = exp(X + fa 1^T + 1 ga^T), i.e. 2 n^2 multiply-adds per matrix per
     iteration instead of 2 n^2 exponentials, with u, v absorbed into fa, ga
     (and K recomputed) when they leave [1e-30, 1e30]; per matrix, a
@@ -195,6 +204,31 @@ def sinkhorn_operator(X, n_iter=20, tol=None, return_n_iter=False):
     n < ``_config.CUDA_IMPLICIT_WARP_MIN_N`` (and n > 64), one warp per
     matrix otherwise.  Device inputs are validated on the device (a
     counting kernel; only two integers are copied back).
+
+    References
+    ----------
+    .. [1] R. Sinkhorn, "A relationship between arbitrary positive matrices
+       and doubly stochastic matrices", Ann. Math. Statist. 35(2), 876-879,
+       1964.
+    .. [2] G. Mena, D. Belanger, S. Linderman, J. Snoek, "Learning Latent
+       Permutations with Gumbel-Sinkhorn Networks", ICLR 2018, eq. 3.
+    .. [3] M. Cuturi, "Sinkhorn Distances: Lightspeed Computation of Optimal
+       Transport", NeurIPS 2013.
+    .. [4] B. Schmitzer, "Stabilized Sparse Scaling Algorithms for Entropy
+       Regularized Transport Problems", SIAM J. Sci. Comput. 41(3),
+       A1443-A1481, 2019, Algorithm 2.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import numbaot
+    >>> X = np.array([[2.0, 0.0], [0.0, 2.0]])
+    >>> print(np.round(numbaot.sinkhorn_operator(X), 4))
+    [[0.8808 0.1192]
+     [0.1192 0.8808]]
+    >>> R, n_iters = numbaot.sinkhorn_operator(np.stack([X, 2 * X]), tol=1e-9, return_n_iter=True)
+    >>> print(R.shape, n_iters)  # a symmetric X is balanced after one iteration
+    (2, 2, 2) [1 1]
     """
     dev = device_of(X=X)
     X = _checks.as_square_batch(X, "X", on_device=(dev == "cuda"))
@@ -240,35 +274,26 @@ def sinkhorn_operator_backward(R, grad_R, method="implicit", *, X=None, n_iter=2
     ``'implicit'`` (default)
         The gradient of the exact Sinkhorn operator S (the doubly-stochastic
         limit) at a point where S(X) = R, by implicit differentiation of the
-        fixed point (Eisenberger et al. 2022, Thm. 5): with H = G * R,
-        s_r = H 1, s_c = H^T 1, b = s_c - R^T s_r, solve (I - R^T R) v = b by
-        conjugate gradient (S p = p - R^T (R p), two mat-vecs, R^T R never
-        formed), u = s_r - R v, dL/dX = (G - u 1^T - 1 v^T) * R.  Needs only
-        R; exact when R is doubly stochastic.  After finitely many forward
-        iterations R is not; the result is then the implicit gradient
-        evaluated at a slightly wrong point, with an error of the order of
-        R's marginal error divided by the gap 1 - sigma_2(R)^2 (see Notes).
+        fixed point (Eisenberger et al. 2022, Thm. 5) [1]_: with H = G * R,
+        s_r = H 1, s_c = H^T 1, solve (I - R^T R) v = s_c - R^T s_r by
+        conjugate gradient (R^T R never formed), u = s_r - R v,
+        dL/dX = (G - u 1^T - 1 v^T) * R.  Needs only R; exact when R is
+        doubly stochastic, else off by about R's marginal error divided by
+        the gap 1 - sigma_2(R)^2.
     ``'implicit_corrected'``
-        Consistent for any R = diag(a) exp(X) diag(b) with positive entries,
-        e.g. an unconverged iterate: the exact gradient of the Sinkhorn
-        projection X -> Pi_{r,c}(X) = diag(alpha) exp(X) diag(beta) onto the
-        matrices with row sums r and column sums c, where r = R 1 and
-        c = R^T 1 are R's actual marginals, held fixed (R is exactly that
-        projection of its own X).  Solves (diag(c) - R^T diag(r)^-1 R) v =
-        s_c - R^T diag(r)^-1 s_r by CG, u = diag(r)^-1 (s_r - R v),
-        dL/dX = (G - u 1^T - 1 v^T) * R.  Equals ``'implicit'`` when R is
+        The exact gradient of the Sinkhorn projection onto R's actual
+        marginals r = R 1, c = R^T 1 (held fixed): consistent for any
+        positive R = diag(a) exp(X) diag(b), e.g. an unconverged iterate.
+        Solves (diag(c) - R^T diag(r)^-1 R) v = s_c - R^T diag(r)^-1 s_r by
+        CG, u = diag(r)^-1 (s_r - R v).  Equals ``'implicit'`` when R is
         doubly stochastic.
     ``'unrolled'``
         The exact gradient of the finite-iteration forward X ->
         sinkhorn_operator(X, n_iter, tol) (reverse mode through the
-        iterations).  Needs ``X`` (and the forward's ``n_iter`` and ``tol``):
-        the forward is recomputed from X keeping only the log-scalings
-        (2 n float64 per iteration per matrix, in per-thread workspaces: no
-        memory proportional to batch x n_iter x n^2), then swept backwards
-        recomputing each iterate's entries from them.  With ``tol``, each
-        matrix's iteration count is the forward's (the recomputation is
-        deterministic); the count is piecewise constant in X, so this is the
-        gradient of the K-iteration map with K held fixed.  ``R`` is only
+        iterations [2]_), recomputed from X keeping only the log-scalings (no
+        memory proportional to batch x n_iter x n^2).  Needs ``X`` and the
+        forward's ``n_iter`` and ``tol`` (with ``tol``, each matrix's
+        iteration count K is the forward's, held fixed); ``R`` is only
         checked for its shape (it may be None).
 
     Parameters
@@ -312,7 +337,8 @@ def sinkhorn_operator_backward(R, grad_R, method="implicit", *, X=None, n_iter=2
     ------
     TypeError
         Non-real arrays; method not a string; n_iter or max_cg_iter not an
-        integer; tol, cg_tol not real numbers; host and device arrays mixed.
+        integer; tol, cg_tol not real numbers; host and device arrays mixed;
+        on the GPU, grad_R (or X) of another dtype than R.
     ValueError
         Unknown method; R, grad_R (or X) with fewer than 2 dimensions or not
         square in their last two; grad_R's (or X's) shape different from
@@ -328,45 +354,47 @@ def sinkhorn_operator_backward(R, grad_R, method="implicit", *, X=None, n_iter=2
 
     Notes
     -----
-    *Convergence of CG.*  The system matrix A = diag(c) - R^T diag(r)^-1 R
-    (r = c = 1 for ``'implicit'``) is the Schur complement of the positive
-    semi-definite [[diag(r), R], [R^T, diag(c)]] (its quadratic form is
-    sum_ij R_ij (x_i + y_j)^2), so A is PSD and, for R > 0, singular exactly
-    along 1 (A 1 = c - R^T 1 = 0); the right-hand side is orthogonal to 1
-    (both s_r and s_c sum to sum(G * R)), so the system is consistent, and
-    adding t 1 to v (and so -t 1 to u = s_r - R v) leaves dL/dX unchanged.
-    CG runs on the complement of 1: the right-hand side and every A p are
-    projected (x <- x - mean(x)), which changes nothing in exact arithmetic
-    for a doubly-stochastic R and keeps rounding from drifting along 1.  On
-    that (n-1)-dimensional space CG terminates in at most n - 1 iterations in
-    exact arithmetic (fewer with repeated eigenvalues); its error contracts
-    like ((sqrt(k)-1)/(sqrt(k)+1))^t with the condition number
-    k = (1 - sigma_n(R)^2) / (1 - sigma_2(R)^2) <= 1 / (1 - sigma_2(R)^2) for
-    ``'implicit'`` (on that space the eigenvalues are 1 - sigma_i(R)^2,
-    i = 2 ... n, with sigma_1(R) = 1 > sigma_2(R) >= ... >= sigma_n(R)).
-    Close to a permutation matrix (low temperature, large |X| spread)
-    sigma_2 -> 1: the system becomes ill-conditioned, CG may need the full n
-    iterations (or more in floating point; raise max_cg_iter), and the
-    gradient itself becomes large.  CG is deterministic (fixed order of operations).
-    *R far from doubly stochastic.*  For ``'implicit'`` the matrix I - R^T R
-    is then no longer singular along 1 and may be indefinite (sigma_1(R) > 1):
-    the projected CG still returns a vector (it stops at the first direction
-    of non-positive curvature, reported as a large residual in ``info``),
-    but the result is the gradient of nothing in particular; use
-    ``'implicit_corrected'`` (always PSD and consistent) or ``'unrolled'``.
-    Rows or columns of R that sum to 0 give zero rows/columns of dL/dX.
+    The CG system matrix A = diag(c) - R^T diag(r)^-1 R is positive
+    semi-definite and, for R > 0, singular exactly along 1, with a
+    right-hand side orthogonal to 1; CG runs projected onto the complement
+    of 1 and terminates in at most n - 1 iterations in exact arithmetic,
+    with condition number <= 1 / (1 - sigma_2(R)^2) for ``'implicit'``:
+    close to a permutation matrix (low temperature) it needs more iterations
+    (raise ``max_cg_iter``) and the gradient becomes large.  For an R far
+    from doubly stochastic, ``'implicit'`` is the gradient of nothing in
+    particular (a large ``info['residual']`` shows it): use
+    ``'implicit_corrected'`` or ``'unrolled'``.  Computation is in float64
+    whatever the input dtype and deterministic; the CPU kernels for
+    n <= 16 are generated per padded size (4, 8, 12, 16), so the first call
+    at a size compiles them (10-25 s on 2 cores, cached on disk).  The
+    derivation, the convergence and conditioning analysis, the meaning of
+    ``cg_tol``, ``max_cg_iter`` and ``info``, and the costs on each device
+    are in ``docs/implicit-backward.md``.
 
-    Computation in float64 whatever the input dtype; per matrix O(n^2) memory
-    (implicit) or O(n^2 + n_iter n) (unrolled) in per-thread workspaces.
-    The CPU kernels of the implicit methods for n <= 16 are generated per
-    padded size (4, 8, 12, 16): the first call at a size compiles that
-    size's kernels (10-25 s on 2 cores), cached on disk afterwards.
-    *CUDA.*  Device arrays run the mirror kernels (one warp per matrix for
-    ``_config.CUDA_IMPLICIT_WARP_MIN_N`` <= n <= 64, else one thread per
-    matrix; the unrolled backward one thread per matrix with its scalings
-    history in a device scratch array of 16 (n_iter + 1) n B bytes); there
-    grad_R (and X) must have R's dtype (TypeError otherwise), and values are
-    checked by a counting kernel (only two integers come back to the host).
+    References
+    ----------
+    .. [1] M. Eisenberger, A. Toker, L. Leal-Taixe, F. Bernard, D. Cremers, "A
+       Unified Framework for Implicit Sinkhorn Differentiation", CVPR 2022, Thm. 5.
+    .. [2] G. Mena, D. Belanger, S. Linderman, J. Snoek, "Learning Latent
+       Permutations with Gumbel-Sinkhorn Networks", ICLR 2018 (the Sinkhorn operator differentiated through its
+       iterations).
+
+    Examples
+    --------
+    L = R[0, 0], so grad_R is 1 at (0, 0) and 0 elsewhere; the implicit and
+    the unrolled gradients agree for a converged R:
+
+    >>> import numpy as np
+    >>> import numbaot
+    >>> X = np.array([[2.0, 0.0], [0.0, 2.0]])
+    >>> R = numbaot.sinkhorn_operator(X)
+    >>> grad_R = np.array([[1.0, 0.0], [0.0, 0.0]])
+    >>> print(np.round(numbaot.sinkhorn_operator_backward(R, grad_R), 4))
+    [[ 0.0525 -0.0525]
+     [-0.0525  0.0525]]
+    >>> print(np.round(numbaot.sinkhorn_operator_backward(R, grad_R, "unrolled", X=X), 4))
+    [[ 0.0525 -0.0525]
+     [-0.0525  0.0525]]
     """
     if (X is None and type(method) is str and method in ("implicit", "implicit_corrected")
             and max_cg_iter is None

@@ -155,9 +155,10 @@ def discounted_cumsum_right(x, gamma, dones=None):
     r"""Discounted cumulative sum from the right: y_t = sum_{k >= 0} gamma^k x_{t+k}.
 
     The discounted return of reinforcement learning (Sutton & Barto 2018,
-    eq. 3.8: G_t = R_{t+1} + gamma G_{t+1}), computed by the recurrence
+    eq. 3.8: G_t = R_{t+1} + gamma G_{t+1}) [2]_, computed by the recurrence
     y_t = x_t + gamma (1 - d_t) y_{t+1}, y_N = 0, as a parallel prefix scan
-    (Blelloch 1990, sec. 1.4).  Same result as
+    (Blelloch 1990, sec. 1.4) [3]_.  Mirrors torch-discounted-cumsum's
+    ``discounted_cumsum_right`` [1]_; same result as
     ``scipy.signal.lfilter([1], [1, -gamma], x[..., ::-1])[..., ::-1]``.
 
     Parameters
@@ -190,6 +191,25 @@ def discounted_cumsum_right(x, gamma, dones=None):
         that overflow the output dtype.
     numbaot._dispatch.CudaUnavailableError
         Device arrays given but no usable GPU.
+
+    References
+    ----------
+    .. [1] A. Obukhov, "torch-discounted-cumsum: fast discounted cumulative
+       sums in PyTorch", software, 2020, ``discounted_cumsum_right``.
+    .. [2] R. S. Sutton, A. G. Barto, "Reinforcement Learning: An
+       Introduction", 2nd ed., MIT Press 2018, eq. 3.8.
+    .. [3] G. E. Blelloch, "Prefix Sums and Their Applications", Technical
+       Report CMU-CS-90-190, Carnegie Mellon University 1990, sec. 1.4.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import numbaot
+    >>> print(numbaot.discounted_cumsum_right(np.array([1.0, 1.0, 1.0]), 0.5))
+    [1.75 1.5  1.  ]
+    >>> print(numbaot.discounted_cumsum_right(np.array([1.0, 1.0, 1.0]), 0.5,
+    ...                                       dones=np.array([True, False, False])))
+    [1.  1.5 1. ]
     """
     out, _, device, _ = _scan(x, gamma, dones, True)
     return _wrap(out, x, device)
@@ -200,7 +220,8 @@ def discounted_cumsum_left(x, gamma, dones=None):
 
     The recurrence y_t = x_t + gamma (1 - d_{t-1}) y_{t-1}, y_{-1} = 0 (an
     exponential moving sum; ``scipy.signal.lfilter([1], [1, -gamma], x)``),
-    computed as a parallel prefix scan (Blelloch 1990, sec. 1.4).
+    computed as a parallel prefix scan (Blelloch 1990, sec. 1.4) [2]_.
+    Mirrors torch-discounted-cumsum's ``discounted_cumsum_left`` [1]_.
 
     Parameters
     ----------
@@ -220,6 +241,20 @@ def discounted_cumsum_left(x, gamma, dones=None):
     ------
     TypeError, ValueError, CudaUnavailableError
         As :func:`discounted_cumsum_right`.
+
+    References
+    ----------
+    .. [1] A. Obukhov, "torch-discounted-cumsum: fast discounted cumulative
+       sums in PyTorch", software, 2020, ``discounted_cumsum_left``.
+    .. [2] G. E. Blelloch, "Prefix Sums and Their Applications", Technical
+       Report CMU-CS-90-190, Carnegie Mellon University 1990, sec. 1.4.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import numbaot
+    >>> print(numbaot.discounted_cumsum_left(np.array([1.0, 2.0, 3.0]), 0.5))
+    [1.   2.5  4.25]
     """
     out, _, device, _ = _scan(x, gamma, dones, False)
     return _wrap(out, x, device)
@@ -273,11 +308,15 @@ def discounted_cumsum_right_backward(grad_output, output, gamma, dones=None):
     gradient g = dL/dy:
 
     * dL/dx = the LEFT scan of g: z_t = g_t + gamma k_{t-1} z_{t-1}
-      (the transpose of the right scan; same ``dones``);
+      (the transpose of the right scan; same ``dones``; a parallel scan
+      [2]_);
     * dL/dgamma = sum_t z_t k_t y_{t+1}: differentiating the recurrence,
       dy/dgamma is the right scan of u_t = k_t y_{t+1}, so
       <g, R u> = <R^T g, u> = <z, u>.  O(N) from the forward output, no
       second scan.
+
+    Mirrors the backward of torch-discounted-cumsum's
+    ``discounted_cumsum_right`` [1]_ (which gives dL/dx only).
 
     Parameters
     ----------
@@ -305,6 +344,26 @@ def discounted_cumsum_right_backward(grad_output, output, gamma, dones=None):
     TypeError, ValueError, CudaUnavailableError
         As :func:`discounted_cumsum_right`, for ``grad_output`` and
         ``output``; ValueError also when their shapes differ.
+
+    References
+    ----------
+    .. [1] A. Obukhov, "torch-discounted-cumsum: fast discounted cumulative
+       sums in PyTorch", software, 2020, ``discounted_cumsum_right``.
+    .. [2] G. E. Blelloch, "Prefix Sums and Their Applications", Technical
+       Report CMU-CS-90-190, Carnegie Mellon University 1990, sec. 1.4 (the
+       scan run for dL/dx).
+
+    Examples
+    --------
+    L = sum(y), so dL/dy = 1: dL/dx_t counts the discounted copies of x_t,
+    dL/dgamma = dy_0/dgamma + dy_1/dgamma = (1 + 2 gamma) + 1.
+
+    >>> import numpy as np
+    >>> import numbaot
+    >>> y = numbaot.discounted_cumsum_right(np.array([1.0, 1.0, 1.0]), 0.5)
+    >>> grad_x, grad_gamma = numbaot.discounted_cumsum_right_backward(np.ones(3), y, 0.5)
+    >>> print(grad_x, float(grad_gamma))
+    [1.   1.5  1.75] 3.0
     """
     return _backward(grad_output, output, gamma, dones, True)
 
@@ -313,13 +372,58 @@ def discounted_cumsum_left_backward(grad_output, output, gamma, dones=None):
     r"""Gradients of ``y = discounted_cumsum_left(x, gamma, dones)``.
 
     With y_t = x_t + gamma k_{t-1} y_{t-1} (k_t = 1 - d_t): dL/dx is the
-    RIGHT scan of g = dL/dy, z_t = g_t + gamma k_t z_{t+1}, and
-    dL/dgamma = sum_t z_t k_{t-1} y_{t-1} (O(N) from the output).
+    RIGHT scan of g = dL/dy, z_t = g_t + gamma k_t z_{t+1} (a parallel scan
+    [2]_), and
+    dL/dgamma = sum_t z_t k_{t-1} y_{t-1} (O(N) from the output).  Mirrors
+    the backward of torch-discounted-cumsum's ``discounted_cumsum_left``
+    [1]_ (which gives dL/dx only).
 
-    Parameters, Returns, Raises
-    ---------------------------
-    As :func:`discounted_cumsum_right_backward` (here y_{t-1}, t >= 1, is
-    read: the last entry of each row of ``output`` is not).
+    Parameters
+    ----------
+    grad_output : array (N,) or (batch, N), float32 or float64
+        dL/dy.
+    output : array of grad_output's shape
+        The forward result y (only y_{t-1}, t >= 1, is read: the last entry
+        of each row does not enter the gradient and is not inspected).
+    gamma : float in [0, 1], or array (batch,)
+        The forward discount(s).
+    dones : array of grad_output's shape, optional
+        The forward episode mask.
+
+    Returns
+    -------
+    grad_input : array of grad_output's shape, dtype float32 when both
+        arrays are float32, else float64
+        dL/dx.
+    grad_gamma : scalar of that dtype for a scalar ``gamma`` (summed over the
+        rows), or array (batch,) for a per-row ``gamma``.  On the GPU: a
+        device array of shape (batch,), or of shape () for a scalar gamma.
+
+    Raises
+    ------
+    TypeError, ValueError, CudaUnavailableError
+        As :func:`discounted_cumsum_right`, for ``grad_output`` and
+        ``output``; ValueError also when their shapes differ.
+
+    References
+    ----------
+    .. [1] A. Obukhov, "torch-discounted-cumsum: fast discounted cumulative
+       sums in PyTorch", software, 2020, ``discounted_cumsum_left``.
+    .. [2] G. E. Blelloch, "Prefix Sums and Their Applications", Technical
+       Report CMU-CS-90-190, Carnegie Mellon University 1990, sec. 1.4 (the
+       scan run for dL/dx).
+
+    Examples
+    --------
+    L = sum(y) with y = [x0, x1 + gamma x0, x2 + gamma x1 + gamma^2 x0]:
+    dL/dgamma = x0 + x1 + 2 gamma x0 = 4 for x = [1, 2, 3], gamma = 0.5.
+
+    >>> import numpy as np
+    >>> import numbaot
+    >>> y = numbaot.discounted_cumsum_left(np.array([1.0, 2.0, 3.0]), 0.5)
+    >>> grad_x, grad_gamma = numbaot.discounted_cumsum_left_backward(np.ones(3), y, 0.5)
+    >>> print(grad_x, float(grad_gamma))
+    [1.75 1.5  1.  ] 4.0
     """
     return _backward(grad_output, output, gamma, dones, False)
 
@@ -329,7 +433,7 @@ def discounted_cumsum_left_backward(grad_output, output, gamma, dones=None):
 # --------------------------------------------------------------------------
 def gae(rewards, values, dones, gamma, lam, last_value=None):
     r"""Generalized advantage estimation (Schulman et al. 2016, "High-dimensional
-    continuous control using generalized advantage estimation", eq. 16).
+    continuous control using generalized advantage estimation", eq. 16) [1]_.
 
     For a rollout of N steps, with d_t = ``dones[..., t]``:
 
@@ -338,7 +442,8 @@ def gae(rewards, values, dones, gamma, lam, last_value=None):
         returns_t = A_t + V(s_t)   (the lambda-returns, value targets).
 
     A_t = sum_k (gamma lam)^k delta_{t+k} within the episode: a right
-    discounted cumulative sum of the TD residuals with discount gamma * lam.
+    discounted cumulative sum of the TD residuals with discount gamma * lam
+    (:func:`discounted_cumsum_right`, a parallel scan [2]_).
 
     Bootstrap convention: ``dones[..., t]`` true means s_{t+1} is terminal
     (V(s_{t+1}) is taken as 0 and nothing after t is summed).  The value of
@@ -381,6 +486,28 @@ def gae(rewards, values, dones, gamma, lam, last_value=None):
         Wrong shapes (values not N or N + 1 entries per row, batch mismatch,
         ``last_value`` given together with N + 1 values), gamma or lam
         outside [0, 1], NaN/inf in rewards, values or last_value.
+    numbaot._dispatch.CudaUnavailableError
+        Device arrays given but no usable GPU.
+
+    References
+    ----------
+    .. [1] J. Schulman, P. Moritz, S. Levine, M. I. Jordan, P. Abbeel,
+       "High-Dimensional Continuous Control Using Generalized Advantage
+       Estimation", ICLR 2016, eq. 16.
+    .. [2] G. E. Blelloch, "Prefix Sums and Their Applications", Technical
+       Report CMU-CS-90-190, Carnegie Mellon University 1990, sec. 1.4.
+
+    Examples
+    --------
+    Three steps, the episode ends after step 1, V(s_3) = 1 bootstraps the
+    last one: delta = [0.95, -0.5, 2.4] and A_0 = 0.95 + 0.9 * 0.8 * (-0.5).
+
+    >>> import numpy as np
+    >>> import numbaot
+    >>> adv, ret = numbaot.gae(np.array([1.0, 0.0, 2.0]), np.array([0.5, 0.5, 0.5, 1.0]),
+    ...                        np.array([False, True, False]), gamma=0.9, lam=0.8)
+    >>> print(np.round(adv, 4), np.round(ret, 4))
+    [ 0.59 -0.5   2.4 ] [1.09 0.   2.9 ]
     """
     device = _device(rewards=rewards, values=values, dones=dones)
     on_dev = device == "cuda"

@@ -7,7 +7,7 @@ __all__ = ["dist", "unif", "euclidean_distances"]
 
 
 def unif(n, type_as=None):
-    r"""Uniform histogram of length ``n``; mirrors ``ot.utils.unif``.
+    r"""Uniform histogram of length ``n``; mirrors ``ot.utils.unif`` [1]_.
 
     Parameters
     ----------
@@ -27,6 +27,17 @@ def unif(n, type_as=None):
         If ``n`` is not an integer.
     ValueError
         If ``n`` < 1.
+
+    References
+    ----------
+    .. [1] POT 0.9.7, ``ot.utils.unif`` (R. Flamary et al., "POT: Python
+       Optimal Transport", JMLR 22(78) 2021).
+
+    Examples
+    --------
+    >>> import numbaot
+    >>> print(numbaot.unif(4))
+    [0.25 0.25 0.25 0.25]
     """
     if isinstance(n, (bool, np.bool_)) or not isinstance(n, (int, np.integer)):
         raise TypeError(f"n must be an integer; got {type(n).__name__}")
@@ -39,7 +50,7 @@ def unif(n, type_as=None):
 
 def euclidean_distances(X, Y, squared=False):
     r"""Pairwise Euclidean distances between the rows of X and Y; mirrors
-    ``ot.utils.euclidean_distances`` (same formula: |x|^2 + |y|^2 - 2 x.y,
+    ``ot.utils.euclidean_distances`` [1]_ (same formula: |x|^2 + |y|^2 - 2 x.y,
     clipped at 0; exact zeros on the diagonal when ``X is Y``).
 
     Parameters
@@ -54,6 +65,25 @@ def euclidean_distances(X, Y, squared=False):
     distances : ndarray, shape (n_samples_1, n_samples_2)
         Floating dtype of the inputs (NumPy promotion), in the units of the
         features (squared units with ``squared=True``).
+
+    Raises
+    ------
+    ValueError
+        From NumPy, when X and Y have different numbers of features (no
+        validation here, as POT; :func:`dist` validates).
+
+    References
+    ----------
+    .. [1] POT 0.9.7, ``ot.utils.euclidean_distances``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from numbaot.utils import euclidean_distances
+    >>> X = np.array([[0.0, 0.0], [1.0, 0.0]])
+    >>> print(np.round(euclidean_distances(X, np.array([[0.0, 1.0], [2.0, 0.0]])), 4))
+    [[1.     2.    ]
+     [1.4142 1.    ]]
     """
     a2 = np.einsum("ij,ij->i", X, X)
     b2 = np.einsum("ij,ij->i", Y, Y)
@@ -78,7 +108,7 @@ def cdist(x1, x2, **kwargs):
 
 def dist(x1, x2=None, metric="sqeuclidean", p=2, w=None, backend="auto", nx=None,
          use_tensor=False):
-    r"""Cost matrix between two sets of samples; mirrors ``ot.dist``.
+    r"""Cost matrix between two sets of samples; mirrors ``ot.dist`` [1]_.
 
     Parameters
     ----------
@@ -111,6 +141,23 @@ def dist(x1, x2=None, metric="sqeuclidean", p=2, w=None, backend="auto", nx=None
         Non-numeric or complex samples.
     ValueError
         Samples that are not 2-D, or whose numbers of features differ.
+
+    References
+    ----------
+    .. [1] POT 0.9.7, ``ot.dist`` (``ot.utils.dist``).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import numbaot
+    >>> x1 = np.array([[0.0, 0.0], [1.0, 0.0]])
+    >>> x2 = np.array([[0.0, 1.0], [2.0, 0.0]])
+    >>> print(numbaot.dist(x1, x2))  # squared Euclidean
+    [[1. 4.]
+     [2. 1.]]
+    >>> print(numbaot.dist(x1, x2, metric="cityblock"))
+    [[1. 2.]
+     [2. 1.]]
     """
     x1 = as_real_array(x1, "x1")
     x2 = x1 if x2 is None else as_real_array(x2, "x2")

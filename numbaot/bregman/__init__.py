@@ -1,6 +1,6 @@
 """Balanced entropic optimal transport (Sinkhorn), drop-in for ``ot.bregman``.
 
-Every function here mirrors the POT 0.9.7 function of the same name: argument
+Every function here mirrors the POT 0.9.7 function of the same name [3]_: argument
 order, keywords and defaults, returns, ``log`` keys, stopping rules and warning
 texts.  Where numbaot deliberately differs:
 
@@ -25,11 +25,32 @@ and device arrays raises ``TypeError``; without numba-cuda or a usable GPU,
 ``numbaot._dispatch.CudaUnavailableError`` (a ``RuntimeError``) names the fix
 (``pip install 'numbaot[cuda]'``).
 
-The problem solved is (Cuturi 2013; Peyre & Cuturi 2019, eq. 4.2)
+The problem solved is (Cuturi 2013 [1]_; Peyre & Cuturi 2019, eq. 4.2 [2]_)
 
     gamma = argmin_{gamma 1 = a, gamma^T 1 = b, gamma >= 0} <gamma, M>_F + reg * sum gamma log gamma,
 
 whose solution is gamma = diag(u) K diag(v) with K = exp(-M / reg).
+
+References
+----------
+.. [1] M. Cuturi, "Sinkhorn Distances: Lightspeed Computation of Optimal
+   Transport", NeurIPS 2013.
+.. [2] G. Peyre, M. Cuturi, "Computational Optimal Transport", Foundations
+   and Trends in Machine Learning 11(5-6) 2019, eq. 4.2.
+.. [3] POT 0.9.7, module ``ot.bregman`` (R. Flamary et al., "POT: Python
+   Optimal Transport", JMLR 22(78) 2021).
+
+Examples
+--------
+Replacing ``ot.bregman.sinkhorn`` by ``numbaot.bregman.sinkhorn`` changes
+nothing but speed:
+
+>>> import numpy as np
+>>> import numbaot
+>>> M = np.array([[0.0, 1.0], [1.0, 0.0]])
+>>> print(np.round(numbaot.bregman.sinkhorn([0.5, 0.5], [0.5, 0.5], M, 1.0), 4))
+[[0.3655 0.1345]
+ [0.1345 0.3655]]
 """
 from ._barycenter import (
     barycenter,

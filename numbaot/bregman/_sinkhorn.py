@@ -37,11 +37,11 @@ _SINKHORN2_METHODS = ("sinkhorn", "sinkhorn_log", "sinkhorn_stabilized")
 # --------------------------------------------------------------------------
 def sinkhorn_knopp(a, b, M, reg, numItermax=1000, stopThr=1e-9, verbose=False,
                    log=False, warn=True, warmstart=None, **kwargs):
-    r"""Entropic OT by Sinkhorn-Knopp matrix scaling; mirrors ``ot.bregman.sinkhorn_knopp``.
+    r"""Entropic OT by Sinkhorn-Knopp matrix scaling; mirrors ``ot.bregman.sinkhorn_knopp`` [2]_.
 
     Solves min_gamma <gamma, M>_F + reg * sum_ij gamma_ij log gamma_ij under
     gamma 1 = a, gamma^T 1 = b, gamma >= 0 (Cuturi 2013, "Sinkhorn Distances:
-    Lightspeed Computation of Optimal Transport", Algorithm 1), by the updates
+    Lightspeed Computation of Optimal Transport", Algorithm 1) [1]_, by the updates
     v <- b / (K^T u), u <- a / (K v), K = exp(-M / reg).  numbaot reads K once
     per iteration (the row pass that forms K v also accumulates K^T u).
 
@@ -104,6 +104,26 @@ def sinkhorn_knopp(a, b, M, reg, numItermax=1000, stopThr=1e-9, verbose=False,
         "Sinkhorn did not converge. ..." (if ``warn``), and "Warning: numerical
         errors at iteration %d" when K^T u has a zero or u, v overflow (the
         previous iterate is then returned), exactly as POT.
+
+    References
+    ----------
+    .. [1] M. Cuturi, "Sinkhorn Distances: Lightspeed Computation of Optimal
+       Transport", NeurIPS 2013, Algorithm 1.
+    .. [2] POT 0.9.7, ``ot.bregman.sinkhorn_knopp``.
+
+    Examples
+    --------
+    Two source points at 0 and 1 (weights 0.4, 0.6), three uniform target
+    points at 0, 0.5 and 1, squared Euclidean cost:
+
+    >>> import numpy as np
+    >>> import numbaot
+    >>> a, b = np.array([0.4, 0.6]), numbaot.unif(3)
+    >>> M = numbaot.dist(np.array([[0.0], [1.0]]), np.array([[0.0], [0.5], [1.0]]))
+    >>> G = numbaot.bregman.sinkhorn_knopp(a, b, M, 0.1)
+    >>> print(np.round(G, 3))
+    [[0.333 0.067 0.   ]
+     [0.    0.267 0.333]]
     """
     P = prepare_problem(a, b, M)
     reg, numItermax, stopThr = _checks.check_common(reg, numItermax, stopThr)
@@ -116,16 +136,16 @@ def sinkhorn_knopp(a, b, M, reg, numItermax=1000, stopThr=1e-9, verbose=False,
 # --------------------------------------------------------------------------
 def sinkhorn_log(a, b, M, reg, numItermax=1000, stopThr=1e-9, verbose=False,
                  log=False, warn=True, warmstart=None, **kwargs):
-    r"""Entropic OT by log-domain Sinkhorn; mirrors ``ot.bregman.sinkhorn_log``.
+    r"""Entropic OT by log-domain Sinkhorn; mirrors ``ot.bregman.sinkhorn_log`` [3]_.
 
     Same problem as :func:`sinkhorn_knopp`, iterated on the log-scalings
     (dual potentials divided by reg) so that any ``reg`` > 0 stays finite
-    (Peyre & Cuturi 2019, "Computational Optimal Transport", Remark 4.23):
+    (Peyre & Cuturi 2019, "Computational Optimal Transport", Remark 4.23) [1]_:
     v <- log b - logsumexp_i(-M_ij/reg + u_i), u <- log a - logsumexp_j(-M_ij/reg + v_j).
     numbaot's kernel reads ``M`` once per iteration and computes one
     exponential per entry: the row logsumexp is shifted by a certified upper
     bound from the previous iterate, with Viehmann's single-pass online
-    logsumexp (arXiv:1907.01729, sec. 4) where that bound is not available;
+    logsumexp (arXiv:1907.01729, sec. 4) [2]_ where that bound is not available;
     the row exponentials are reused for the column update.  It allocates no
     (dim_a, dim_b) temporary; 2-D ``b`` (and paired 2-D ``a``) are solved in
     one sweep over ``M`` per iteration for all problems.
@@ -165,6 +185,27 @@ def sinkhorn_log(a, b, M, reg, numItermax=1000, stopThr=1e-9, verbose=False,
         2-D ``b`` with 1-D ``a`` this warning is issued even with
         ``warn=False`` (POT's loop over the columns of ``b`` does not pass
         ``warn`` on); paired batches respect ``warn``.
+
+    References
+    ----------
+    .. [1] G. Peyre, M. Cuturi, "Computational Optimal Transport",
+       Foundations and Trends in Machine Learning 11(5-6) 2019, Remark 4.23.
+    .. [2] T. Viehmann, "Implementation of batched Sinkhorn iterations for
+       entropy-regularized Wasserstein loss", arXiv:1907.01729 2019, sec. 4.
+    .. [3] POT 0.9.7, ``ot.bregman.sinkhorn_log``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import numbaot
+    >>> a, b = np.array([0.4, 0.6]), numbaot.unif(3)
+    >>> M = numbaot.dist(np.array([[0.0], [1.0]]), np.array([[0.0], [0.5], [1.0]]))
+    >>> G, log = numbaot.bregman.sinkhorn_log(a, b, M, 0.1, log=True)
+    >>> print(np.round(G, 3))
+    [[0.333 0.067 0.   ]
+     [0.    0.267 0.333]]
+    >>> sorted(log)
+    ['err', 'log_u', 'log_v', 'niter', 'u', 'v']
     """
     P = prepare_problem(a, b, M)
     reg, numItermax, stopThr = _checks.check_common(reg, numItermax, stopThr)
@@ -178,12 +219,12 @@ def sinkhorn_log(a, b, M, reg, numItermax=1000, stopThr=1e-9, verbose=False,
 # --------------------------------------------------------------------------
 def greenkhorn(a, b, M, reg, numItermax=10000, stopThr=1e-9, verbose=False,
                log=False, warn=True, warmstart=None):
-    r"""Greedy coordinate Sinkhorn; mirrors ``ot.bregman.greenkhorn``.
+    r"""Greedy coordinate Sinkhorn; mirrors ``ot.bregman.greenkhorn`` [2]_.
 
     Same problem as :func:`sinkhorn_knopp`, solved by updating at each step
     only the row or column with the largest marginal violation (Altschuler,
     Weed & Rigollet 2017, "Near-linear time approximation algorithms for
-    optimal transport via Sinkhorn iteration", Algorithm 2), step for step as
+    optimal transport via Sinkhorn iteration", Algorithm 2) [1]_, step for step as
     POT 0.9.7, compiled (one step costs O(dim_a + dim_b)).
 
     Parameters
@@ -218,6 +259,23 @@ def greenkhorn(a, b, M, reg, numItermax=10000, stopThr=1e-9, verbose=False,
     -----
     UserWarning
         "Sinkhorn did not converge. ..." (if ``warn``).
+
+    References
+    ----------
+    .. [1] J. Altschuler, J. Weed, P. Rigollet, "Near-linear time
+       approximation algorithms for optimal transport via Sinkhorn
+       iteration", NeurIPS 2017, Algorithm 2.
+    .. [2] POT 0.9.7, ``ot.bregman.greenkhorn``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import numbaot
+    >>> a, b = np.array([0.4, 0.6]), numbaot.unif(3)
+    >>> M = numbaot.dist(np.array([[0.0], [1.0]]), np.array([[0.0], [0.5], [1.0]]))
+    >>> print(np.round(numbaot.greenkhorn(a, b, M, 0.1), 3))
+    [[0.333 0.067 0.   ]
+     [0.    0.267 0.333]]
     """
     if device_of(a=a, b=b, M=M) == "cuda":
         return _dispatch.via_host(
@@ -250,11 +308,11 @@ def greenkhorn(a, b, M, reg, numItermax=10000, stopThr=1e-9, verbose=False,
 # --------------------------------------------------------------------------
 def sinkhorn(a, b, M, reg, method="sinkhorn", numItermax=1000, stopThr=1e-9,
              verbose=False, log=False, warn=True, warmstart=None, **kwargs):
-    r"""Entropic OT plan; mirrors ``ot.sinkhorn`` / ``ot.bregman.sinkhorn``.
+    r"""Entropic OT plan; mirrors ``ot.sinkhorn`` / ``ot.bregman.sinkhorn`` [2]_.
 
     Solves min_gamma <gamma, M>_F + reg * sum gamma log gamma subject to
-    gamma 1 = a, gamma^T 1 = b, gamma >= 0 (Cuturi 2013) with the solver named
-    by ``method``.
+    gamma 1 = a, gamma^T 1 = b, gamma >= 0 (Cuturi 2013) [1]_ with the solver
+    named by ``method``.
 
     Parameters
     ----------
@@ -288,6 +346,25 @@ def sinkhorn(a, b, M, reg, method="sinkhorn", numItermax=1000, stopThr=1e-9,
         the solver raises.
     TypeError
         ``method`` not a string, and everything the solver raises.
+
+    References
+    ----------
+    .. [1] M. Cuturi, "Sinkhorn Distances: Lightspeed Computation of Optimal
+       Transport", NeurIPS 2013.
+    .. [2] POT 0.9.7, ``ot.bregman.sinkhorn`` (``ot.sinkhorn``).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import numbaot
+    >>> a, b = np.array([0.4, 0.6]), numbaot.unif(3)
+    >>> M = numbaot.dist(np.array([[0.0], [1.0]]), np.array([[0.0], [0.5], [1.0]]))
+    >>> G = numbaot.sinkhorn(a, b, M, 0.1, method="sinkhorn_log")
+    >>> print(np.round(G, 3))
+    [[0.333 0.067 0.   ]
+     [0.    0.267 0.333]]
+    >>> print(np.round(G.sum(axis=0), 4))  # the target marginal b
+    [0.3333 0.3333 0.3333]
     """
     meth = _checks.check_method(method, _SINKHORN_METHODS)
     if meth == "sinkhorn":
@@ -310,9 +387,9 @@ def sinkhorn(a, b, M, reg, method="sinkhorn", numItermax=1000, stopThr=1e-9,
 
 def sinkhorn2(a, b, M, reg, method="sinkhorn", numItermax=1000, stopThr=1e-9,
               verbose=False, log=False, warn=False, warmstart=None, **kwargs):
-    r"""Entropic OT loss <gamma, M>_F; mirrors ``ot.sinkhorn2`` / ``ot.bregman.sinkhorn2``.
+    r"""Entropic OT loss <gamma, M>_F; mirrors ``ot.sinkhorn2`` / ``ot.bregman.sinkhorn2`` [2]_.
 
-    The plan gamma is the solution of :func:`sinkhorn`; the returned value is
+    The plan gamma is the solution of :func:`sinkhorn` [1]_; the returned value is
     its transport cost <gamma, M>_F (without the entropic term), as POT.  The
     plan itself is never formed (the cost is reduced on the fly).
 
@@ -337,6 +414,26 @@ def sinkhorn2(a, b, M, reg, method="sinkhorn", numItermax=1000, stopThr=1e-9,
         ``"Unknown method '<method>'."`` and everything the solver raises.
     TypeError
         ``method`` not a string, and everything the solver raises.
+
+    References
+    ----------
+    .. [1] M. Cuturi, "Sinkhorn Distances: Lightspeed Computation of Optimal
+       Transport", NeurIPS 2013.
+    .. [2] POT 0.9.7, ``ot.bregman.sinkhorn2`` (``ot.sinkhorn2``).
+
+    Examples
+    --------
+    One loss, then a 2-D ``b`` holding two target histograms (two losses):
+
+    >>> import numpy as np
+    >>> import numbaot
+    >>> a, b = np.array([0.4, 0.6]), numbaot.unif(3)
+    >>> M = numbaot.dist(np.array([[0.0], [1.0]]), np.array([[0.0], [0.5], [1.0]]))
+    >>> print(round(float(numbaot.sinkhorn2(a, b, M, 0.1)), 4))
+    0.0834
+    >>> B = np.stack([b, [0.2, 0.3, 0.5]], axis=1)
+    >>> print(np.round(numbaot.sinkhorn2(a, B, M, 0.1), 4))
+    [0.0834 0.075 ]
     """
     meth = _checks.check_method(method, _SINKHORN2_METHODS)
     P = prepare_problem(a, b, M)

@@ -138,11 +138,69 @@ def _stabilized_outputs(P, st, reg, log, want_loss):
 
 def stabilized_solve(P, reg, numItermax, tau, stopThr, warmstart, verbose, print_period,
                 log, warn, want_loss):
-    """POT's algorithm for one problem or a 2-D ``b``.  Paired batches (no POT
+    """POT's stabilized algorithm on a validated problem: the engine of
+    :func:`sinkhorn_stabilized`, of ``sinkhorn2(method='sinkhorn_stabilized')``
+    and of the inner steps of :func:`sinkhorn_epsilon_scaling`.
+
+    Exported (``__all__``) for those callers inside ``numbaot.bregman``; it
+    does no validation and is not part of the user-facing API (use
+    :func:`sinkhorn_stabilized`, whose example applies).  One problem or a
+    2-D ``b`` runs POT's algorithm as is [1]_ [2]_.  Paired batches (no POT
     counterpart) run POT's single-problem algorithm once per problem: the
     absorption rewrites K per problem, so the representation of the
     potentials (logu, alpha, ...) then equals POT's per-problem result;
-    ``log['err']`` and ``log['n_iter']`` become per-problem lists."""
+    ``log['err']`` and ``log['n_iter']`` become per-problem lists.
+
+    Parameters
+    ----------
+    P : numbaot._checks.Problem
+        The validated problem (``prepare_problem(a, b, M)``): ``M`` of shape
+        (dim_a, dim_b), weights of shape (n_problems, dim), dtype, device.
+    reg : float
+        Entropic regularisation (> 0, validated), in units of ``M``.
+    numItermax : int
+        Maximum number of iterations (>= 0, validated).
+    tau : float
+        Absorption threshold on max |u|, max |v|.
+    stopThr : float
+        Stopping threshold on the error (see :func:`sinkhorn_stabilized`).
+    warmstart : tuple of arrays or None
+        Initial dual potentials (alpha, beta), shapes (dim_a,), (dim_b,).
+    verbose : bool
+        Print the error table.
+    print_period : int
+        Error computed every ``print_period`` iterations (>= 1).
+    log : bool
+        Also return the log dict.
+    warn : bool
+        Warn when ``numItermax`` is reached.
+    want_loss : bool
+        Return the losses <gamma_k, M>_F instead of the plan.
+
+    Returns
+    -------
+    gamma : ndarray, shape (dim_a, dim_b), or the losses (scalar or
+        (n_hists,)); dtype of the problem
+    log : dict, only if ``log``
+        As :func:`sinkhorn_stabilized`.
+
+    Raises
+    ------
+    ValueError
+        Malformed ``warmstart``.
+
+    Warns
+    -----
+    UserWarning
+        As :func:`sinkhorn_stabilized`.
+
+    References
+    ----------
+    .. [1] B. Schmitzer, "Stabilized Sparse Scaling Algorithms for Entropy
+       Regularized Transport Problems", SIAM J. Sci. Comput. 41(3), A1443-A1481,
+       2019, Algorithm 2.
+    .. [2] POT 0.9.7, ``ot.bregman.sinkhorn_stabilized``.
+    """
     if P.device == "cuda":
         res = stabilized_solve(replace(P, M=P.M.copy_to_host(), device="cpu"), reg, numItermax,
                           tau, stopThr, warmstart, verbose, print_period, log, warn, want_loss)
@@ -171,13 +229,13 @@ def stabilized_solve(P, reg, numItermax, tau, stopThr, warmstart, verbose, print
 def sinkhorn_stabilized(a, b, M, reg, numItermax=1000, tau=1e3, stopThr=1e-9,
                         warmstart=None, verbose=False, print_period=20, log=False,
                         warn=True, **kwargs):
-    r"""Stabilized Sinkhorn with absorption; mirrors ``ot.bregman.sinkhorn_stabilized``.
+    r"""Stabilized Sinkhorn with absorption; mirrors ``ot.bregman.sinkhorn_stabilized`` [2]_.
 
     Same problem as :func:`sinkhorn_knopp`.  The scalings u, v are absorbed
     into dual potentials (alpha, beta) whenever one of them exceeds ``tau``,
     and K = exp(-(M - alpha - beta^T) / reg) is rebuilt (Schmitzer 2019,
     "Stabilized Sparse Scaling Algorithms for Entropy Regularized Transport
-    Problems", Algorithm 2), step for step as POT 0.9.7.
+    Problems", Algorithm 2) [1]_, step for step as POT 0.9.7.
 
     Parameters
     ----------
@@ -215,6 +273,26 @@ def sinkhorn_stabilized(a, b, M, reg, numItermax=1000, tau=1e3, stopThr=1e-9,
     UserWarning
         "Sinkhorn did not converge. ..." (if ``warn``) and "Numerical errors at
         iteration %d" (a NaN in u or v; the previous iterate is returned).
+
+    References
+    ----------
+    .. [1] B. Schmitzer, "Stabilized Sparse Scaling Algorithms for Entropy
+       Regularized Transport Problems", SIAM J. Sci. Comput. 41(3), A1443-A1481,
+       2019, Algorithm 2.
+    .. [2] POT 0.9.7, ``ot.bregman.sinkhorn_stabilized``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import numbaot
+    >>> a, b = np.array([0.4, 0.6]), numbaot.unif(3)
+    >>> M = numbaot.dist(np.array([[0.0], [1.0]]), np.array([[0.0], [0.5], [1.0]]))
+    >>> G, log = numbaot.sinkhorn_stabilized(a, b, M, 0.01, log=True)
+    >>> print(np.round(G, 3))
+    [[0.333 0.067 0.   ]
+     [0.    0.267 0.333]]
+    >>> sorted(log)
+    ['alpha', 'beta', 'err', 'logu', 'logv', 'n_iter', 'warmstart']
     """
     P = prepare_problem(a, b, M)
     reg, numItermax, stopThr = _checks.check_common(reg, numItermax, stopThr)
@@ -230,11 +308,11 @@ def sinkhorn_epsilon_scaling(a, b, M, reg, numItermax=100, epsilon0=1e4,
                              numInnerItermax=100, tau=1e3, stopThr=1e-9,
                              warmstart=None, verbose=False, print_period=10,
                              log=False, warn=True, **kwargs):
-    r"""Sinkhorn with epsilon scaling; mirrors ``ot.bregman.sinkhorn_epsilon_scaling``.
+    r"""Sinkhorn with epsilon scaling; mirrors ``ot.bregman.sinkhorn_epsilon_scaling`` [2]_.
 
     Solves a sequence of stabilized problems with regularisation
     reg_i = (epsilon0 - reg) exp(-i) + reg, each warm-started from the
-    previous potentials (Schmitzer 2019, Algorithm 3.2), as POT 0.9.7.
+    previous potentials (Schmitzer 2019, Algorithm 3.2) [1]_, as POT 0.9.7.
 
     Parameters
     ----------
@@ -261,6 +339,8 @@ def sinkhorn_epsilon_scaling(a, b, M, reg, numItermax=100, epsilon0=1e4,
     log : bool
         Also return a dict with keys ``'err'``, ``'alpha'``, ``'beta'``,
         ``'warmstart'``, ``'niter'``.
+    **kwargs
+        Ignored, as in POT.
 
     Returns
     -------
@@ -278,6 +358,24 @@ def sinkhorn_epsilon_scaling(a, b, M, reg, numItermax=100, epsilon0=1e4,
         "Sinkhorn did not converge. ..." from the outer loop (if ``warn``) and,
         as in POT, from every inner stabilized call that hits
         ``numInnerItermax`` (POT does not pass ``warn`` to them).
+
+    References
+    ----------
+    .. [1] B. Schmitzer, "Stabilized Sparse Scaling Algorithms for Entropy
+       Regularized Transport Problems", SIAM J. Sci. Comput. 41(3), A1443-A1481,
+       2019, Algorithm 3.2.
+    .. [2] POT 0.9.7, ``ot.bregman.sinkhorn_epsilon_scaling``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import numbaot
+    >>> a, b = np.array([0.4, 0.6]), numbaot.unif(3)
+    >>> M = numbaot.dist(np.array([[0.0], [1.0]]), np.array([[0.0], [0.5], [1.0]]))
+    >>> G = numbaot.sinkhorn_epsilon_scaling(a, b, M, 0.01)
+    >>> print(np.round(G, 3))
+    [[0.333 0.067 0.   ]
+     [0.    0.267 0.333]]
     """
     if device_of(a=a, b=b, M=M) == "cuda":
         return _dispatch.via_host(
