@@ -172,7 +172,7 @@ def _check_weights(w, name, dim, dim_name, require_mass=True):
     return wf
 
 
-def _histograms(w, name, dim, dim_name, allow_batch, method_name):
+def check_histograms(w, name, dim, dim_name, allow_batch, method_name):
     """Weights as a C-contiguous float64 array (n, dim), and the number of
     histograms when ``w`` is 2-D (0 when 1-D).  Empty ``w`` means uniform."""
     if w.size == 0 and w.ndim <= 1:
@@ -244,8 +244,8 @@ def prepare_problem(a, b, M, allow_batch=True, method_name=None):
         raise ValueError("M contains NaN or inf; costs must be finite")
     dim_a, dim_b = M.shape
 
-    b2, b_cols = _histograms(b, "b", dim_b, "columns", allow_batch, method_name)
-    a2, a_cols = _histograms(a, "a", dim_a, "rows", allow_batch, method_name)
+    b2, b_cols = check_histograms(b, "b", dim_b, "columns", allow_batch, method_name)
+    a2, a_cols = check_histograms(a, "a", dim_a, "rows", allow_batch, method_name)
     n_hists = b_cols
     _check_pairing(a, b, a_cols, b_cols)
 
@@ -382,8 +382,8 @@ def _prepare_device_problem(a, b, M, allow_batch, method_name):
     if not _dispatch.device_all_finite(Md):
         raise ValueError("M contains NaN or inf; costs must be finite")
     dim_a, dim_b = Md.shape
-    b2, b_cols = _histograms(b, "b", dim_b, "columns", allow_batch, method_name)
-    a2, a_cols = _histograms(a, "a", dim_a, "rows", allow_batch, method_name)
+    b2, b_cols = check_histograms(b, "b", dim_b, "columns", allow_batch, method_name)
+    a2, a_cols = check_histograms(a, "a", dim_a, "rows", allow_batch, method_name)
     _check_pairing(a, b, a_cols, b_cols)
     Mc = _dispatch.device_contiguous(Md, dtype)
     return Problem(M=Mc, a=a2, b=b2, dtype=dtype, n_hists=b_cols, paired=bool(a_cols),

@@ -58,7 +58,7 @@ from .cpu import chunk_layout
 from .cpu import empirical as _ke
 from .cpu import sinkhorn as cpu_sinkhorn
 from .cpu import unbalanced as _ku
-from .bregman._empirical import LAZY_METRICS, check_points, row_marginal_l1
+from ._lazy import LAZY_METRICS, check_points, row_marginal_l1
 
 __all__ = ["local_rows", "sinkhorn", "sinkhorn_unbalanced", "empirical_sinkhorn"]
 
@@ -145,7 +145,8 @@ def local_rows(n, comm=None):
     """This rank's block of ``n`` rows: ``slice(start, stop)``.
 
     The blocks are contiguous, in rank order, and differ in size by at most one
-    row (the first ``n % size`` ranks get one more), as ``numpy.array_split``.
+    row (the first ``n % size`` ranks get one more), as ``numpy.array_split``
+    [2]_: the row split of MAP-UOT's distributed solver [1]_.
 
     Parameters
     ----------
@@ -165,6 +166,25 @@ def local_rows(n, comm=None):
         ``n`` smaller than the number of ranks (a rank would own no row).
     TypeError
         ``n`` not an integer; ``comm`` not a communicator.
+    ImportError
+        mpi4py is not installed.
+
+    References
+    ----------
+    .. [1] C. Sun, J. Hu, H. Jiang, "MAP-UOT: A Memory-Efficient Approach to
+       Unbalanced Optimal Transport Implementation", arXiv:2412.11079 2024,
+       sec. 5.
+    .. [2] NumPy, ``numpy.array_split``.
+
+    Examples
+    --------
+    With ``mpiexec -n 4``, ``local_rows(10)`` is ``slice(0, 3)``,
+    ``slice(3, 6)``, ``slice(6, 8)``, ``slice(8, 10)`` on ranks 0 to 3; in a
+    plain (single-process) run the one rank owns every row:
+
+    >>> from numbaot import distributed
+    >>> distributed.local_rows(10)
+    slice(0, 10, None)
     """
     _, comm = _get_comm(comm)
     n = _checks.check_iter_count(n, "n")
@@ -214,11 +234,13 @@ def sinkhorn(a_local, b, M_local, reg, method="sinkhorn", numItermax=1000, stopT
     r"""Balanced entropic OT with the rows of ``M`` split across MPI ranks.
 
     Distributed twin of :func:`numbaot.sinkhorn` (which mirrors
-    ``ot.sinkhorn``): same problem (Cuturi 2013), same iterations, stopping
+    ``ot.sinkhorn`` [3]_): same problem (Cuturi 2013 [1]_), same iterations, stopping
     rule (column-marginal 2-norm every 10 iterations), warnings and ``log``
     keys; called collectively by every rank of ``comm``.  Gathering the
     per-rank plans in rank order gives the single-process plan (to rounding:
-    the column sums are added in another order).
+    the column sums are added in another order).  The rows are split as in
+    MAP-UOT's distributed solver [2]_: one ``Allreduce`` of the column sums
+    per iteration.
 
     Parameters
     ----------
@@ -276,6 +298,32 @@ def sinkhorn(a_local, b, M_local, reg, method="sinkhorn", numItermax=1000, stopT
     UserWarning
         POT's texts ("Sinkhorn did not converge...", "Warning: numerical
         errors at iteration %d"), on every rank.
+
+    References
+    ----------
+    .. [1] M. Cuturi, "Sinkhorn Distances: Lightspeed Computation of Optimal
+       Transport", NeurIPS 2013, Algorithm 1.
+    .. [2] C. Sun, J. Hu, H. Jiang, "MAP-UOT: A Memory-Efficient Approach to
+       Unbalanced Optimal Transport Implementation", arXiv:2412.11079 2024,
+       sec. 5.
+    .. [3] POT 0.9.7, ``ot.sinkhorn`` (``ot.bregman.sinkhorn_knopp``,
+       ``ot.bregman.sinkhorn_log``).
+
+    Examples
+    --------
+    Run as a plain script, ``MPI.COMM_WORLD`` has one rank, which owns
+    every row; under ``mpiexec -n 2`` each rank would print its own row.
+
+    >>> import numpy as np
+    >>> import numbaot
+    >>> from numbaot import distributed
+    >>> a, b = np.array([0.4, 0.6]), numbaot.unif(3)
+    >>> M = numbaot.dist(np.array([[0.0], [1.0]]), np.array([[0.0], [0.5], [1.0]]))
+    >>> rows = distributed.local_rows(2)  # this rank's rows: all of them on one process
+    >>> plan_local = distributed.sinkhorn(a[rows], b, M[rows], 0.1)
+    >>> print(np.round(plan_local, 3))
+    [[0.333 0.067 0.   ]
+     [0.    0.267 0.333]]
     """
     MPI, comm = _get_comm(comm)
     def check_method():
@@ -375,12 +423,12 @@ def sinkhorn_unbalanced(a_local, b, M_local, reg, reg_m, method="sinkhorn", reg_
     r"""Unbalanced entropic OT (KL marginals) with the rows of ``M`` split across MPI ranks.
 
     Distributed twin of :func:`numbaot.sinkhorn_unbalanced` with
-    ``method='sinkhorn'`` (which mirrors ``ot.unbalanced.sinkhorn_knopp_unbalanced``,
-    Chizat et al. 2018, Alg. 1): u = (a / K v)^(reg_m1 / (reg_m1 + reg)),
+    ``method='sinkhorn'`` (which mirrors ``ot.unbalanced.sinkhorn_knopp_unbalanced`` [3]_,
+    Chizat et al. 2018, Alg. 1 [1]_): u = (a / K v)^(reg_m1 / (reg_m1 + reg)),
     v = (b / K^T u)^(reg_m2 / (reg_m2 + reg)), POT's stopping rule (mean of the
     relative sup-norm changes of u and v, every iteration), warnings and
     ``log`` keys.  Each rank reads its block of K once per iteration (the
-    MAP-UOT pass); the partial K^T u are summed by one Allreduce.
+    MAP-UOT pass [2]_); the partial K^T u are summed by one Allreduce.
 
     Parameters
     ----------
@@ -436,6 +484,32 @@ def sinkhorn_unbalanced(a_local, b, M_local, reg, reg_m, method="sinkhorn", reg_
     UserWarning
         "Numerical errors at iteration %s" (POT's text) when K^T u has a zero
         or u, v overflow; the previous iterate is returned.
+
+    References
+    ----------
+    .. [1] L. Chizat, G. Peyre, B. Schmitzer, F.-X. Vialard, "Scaling
+       algorithms for unbalanced optimal transport problems", Mathematics of
+       Computation 87(314), 2563-2609, 2018, Algorithm 1.
+    .. [2] C. Sun, J. Hu, H. Jiang, "MAP-UOT: A Memory-Efficient Approach to
+       Unbalanced Optimal Transport Implementation", arXiv:2412.11079 2024,
+       sec. 5.
+    .. [3] POT 0.9.7, ``ot.unbalanced.sinkhorn_knopp_unbalanced``.
+
+    Examples
+    --------
+    Run as a plain script, ``MPI.COMM_WORLD`` has one rank, which owns
+    every row; under ``mpiexec -n 2`` each rank would print its own row.
+
+    >>> import numpy as np
+    >>> import numbaot
+    >>> from numbaot import distributed
+    >>> a, b = np.array([0.4, 0.6]), numbaot.unif(3)
+    >>> M = numbaot.dist(np.array([[0.0], [1.0]]), np.array([[0.0], [0.5], [1.0]]))
+    >>> rows = distributed.local_rows(2)  # this rank's rows: all of them on one process
+    >>> plan_local = distributed.sinkhorn_unbalanced(a[rows], b, M[rows], 0.1, reg_m=1.0)
+    >>> print(np.round(plan_local, 3))  # total mass 0.94 < 1: the marginals are relaxed
+    [[0.314 0.076 0.   ]
+     [0.    0.206 0.344]]
     """
     MPI, comm = _get_comm(comm)
 
@@ -543,8 +617,9 @@ def empirical_sinkhorn(X_s_local, X_t, reg, a_local=None, b=None, metric="sqeucl
     r"""Entropic OT between point clouds, source points split across MPI ranks.
 
     Distributed twin of ``numbaot.bregman.empirical_sinkhorn(..., isLazy=True)``
-    (which mirrors POT's ``ot.bregman.empirical_sinkhorn`` with ``isLazy=True``):
-    the log-domain iterations f <- log a - LSE_j(g_j - cost_ij / reg),
+    (which mirrors POT's ``ot.bregman.empirical_sinkhorn`` with ``isLazy=True``
+    [3]_), with the source points split as in MAP-UOT [2]_: the log-domain
+    iterations [1]_ f <- log a - LSE_j(g_j - cost_ij / reg),
     g <- log b - LSE_i(f_i - cost_ij / reg), the row-marginal L1 error every
     10 iterations, POT's warning.  The costs are recomputed from the
     coordinates inside numbaot's kernels, so no rank ever holds an
@@ -603,6 +678,30 @@ def empirical_sinkhorn(X_s_local, X_t, reg, a_local=None, b=None, metric="sqeucl
     -----
     UserWarning
         "Sinkhorn did not converge..." (if ``warn``), on every rank.
+
+    References
+    ----------
+    .. [1] G. Peyre, M. Cuturi, "Computational Optimal Transport",
+       Foundations and Trends in Machine Learning 11(5-6) 2019, Remark 4.23.
+    .. [2] C. Sun, J. Hu, H. Jiang, "MAP-UOT: A Memory-Efficient Approach to
+       Unbalanced Optimal Transport Implementation", arXiv:2412.11079 2024,
+       sec. 5.
+    .. [3] POT 0.9.7, ``ot.bregman.empirical_sinkhorn`` (``isLazy=True``).
+
+    Examples
+    --------
+    The plan is never formed by the solver; here it is rebuilt from the
+    log-scalings for display.
+
+    >>> import numpy as np
+    >>> import numbaot
+    >>> from numbaot import distributed
+    >>> X_s, X_t = np.array([[0.0], [1.0]]), np.array([[0.0], [0.5], [1.0]])
+    >>> rows = distributed.local_rows(2)  # all rows on one process
+    >>> f, g = distributed.empirical_sinkhorn(X_s[rows], X_t, 0.1, a_local=np.array([0.4, 0.6]))
+    >>> print(np.round(np.exp(f[:, None] + g[None, :] - numbaot.dist(X_s[rows], X_t) / 0.1), 3))
+    [[0.333 0.067 0.   ]
+     [0.    0.267 0.333]]
     """
     MPI, comm = _get_comm(comm)
 

@@ -107,15 +107,47 @@ def test_point_cloud_gradients(rng, metric):
 
 
 def test_point_cloud_batch(rng):
+    """A batch runs its problems one after the other: bit for bit the
+    single-problem calls."""
     Xs, Xt = rng.normal(size=(5, 2)), rng.normal(size=(6, 2))
     B = rng.random((6, 2)) + 0.1
     B /= B.sum(0)
-    vals, g = empirical_sinkhorn2_value_and_grad(Xs, Xt, 0.5, b=B, numIterMax=5000, stopThr=1e-13)
-    assert vals.shape == (2,) and g["X_s"].shape == (2, 5, 2) and g["b"].shape == (6, 2)
-    v1, g1 = empirical_sinkhorn2_value_and_grad(Xs, Xt, 0.5, b=B[:, 1], numIterMax=5000,
-                                                stopThr=1e-13)
-    np.testing.assert_allclose(vals[1], v1, rtol=1e-12)
-    np.testing.assert_allclose(g["X_s"][1], g1["X_s"], rtol=1e-10)
+    A = rng.random((5, 2)) + 0.1
+    A /= A.sum(0)
+    for aa in (None, A):
+        vals, g = empirical_sinkhorn2_value_and_grad(Xs, Xt, 0.5, a=aa, b=B, numIterMax=5000,
+                                                     stopThr=1e-13)
+        assert vals.shape == (2,) and g["X_s"].shape == (2, 5, 2) and g["b"].shape == (6, 2)
+        assert g["a"].shape == (5, 2) and g["X_t"].shape == (2, 6, 2)
+        for k in range(2):
+            v1, g1 = empirical_sinkhorn2_value_and_grad(
+                Xs, Xt, 0.5, a=None if aa is None else aa[:, k], b=B[:, k], numIterMax=5000,
+                stopThr=1e-13)
+            assert vals[k] == v1
+            for key in ("X_s", "X_t"):
+                np.testing.assert_array_equal(g[key][k], g1[key])
+            for key in ("a", "b"):
+                np.testing.assert_array_equal(g[key][:, k], g1[key])
+
+
+@pytest.mark.parametrize("method", ["sinkhorn", "sinkhorn_log"])
+def test_float32_potentials_are_those_of_the_log_dict(rng, method):
+    """On the CPU a float32 problem is differentiated at the scalings as the
+    log dict of ``sinkhorn_knopp`` / ``sinkhorn_log`` holds them (float32):
+    grad a is exactly reg * (log u - mean) of those, computed in float64."""
+    from numbaot.bregman import sinkhorn_knopp, sinkhorn_log
+
+    a, b, M = (x.astype(np.float32) for x in _problem(rng))
+    solver = sinkhorn_log if method == "sinkhorn_log" else sinkhorn_knopp
+    _, lg = solver(a, b, M, 0.2, numItermax=40, log=True, warn=False)
+    val, g = sinkhorn2_value_and_grad(a, b, M, 0.2, method=method, numItermax=40)
+    assert isinstance(val, np.float32) and all(g[k].dtype == np.float32 for k in g)
+    for key, name in (("a", "u"), ("b", "v")):
+        if method == "sinkhorn_log":
+            lx = np.asarray(lg["log_" + name], dtype=np.float64)
+        else:
+            lx = np.log(np.asarray(lg[name], dtype=np.float64))
+        np.testing.assert_array_equal(g[key], (0.2 * (lx - lx.mean())).astype(np.float32))
 
 
 def test_bad_input(rng):

@@ -11,6 +11,10 @@ logsumexp (arXiv:1907.01729, sec. 4) in blocks: a block of COL_BLOCK costs is
 formed (vectorised over j, the point dimension d in the outer loop), its
 maximum taken, then its exponentials summed with a vectorisable polynomial
 exp and merged into the running (max, sum) pair.
+
+The launchers at the end (``LazyState``, ``lazy_steps``, ...) have the same
+names, signatures and returns as those of ``numbaot.cuda.empirical``; the
+host loop that drives them is ``numbaot._lazy.lazy_solve``.
 """
 import math
 
@@ -20,7 +24,13 @@ from numba import njit, prange
 from .._config import COL_BLOCK, JIT_OPTIONS, ROW_SUM_FLOOR
 from ._math import fast_exp_ftz
 
-__all__ = ["lazy_lse", "lazy_loss", "lazy_block", "lazy_grad"]
+__all__ = ["lazy_lse", "lazy_loss", "lazy_block", "lazy_grad",
+           "LazyState", "lazy_steps", "lazy_row_lse", "lazy_potentials", "lazy_outputs",
+           "lazy_transport_cost"]
+
+#: the launcher contract shared with numbaot.cuda.empirical
+LAUNCHERS = ("LazyState", "lazy_steps", "lazy_row_lse", "lazy_potentials", "lazy_outputs",
+             "lazy_transport_cost")
 
 _PAR = dict(JIT_OPTIONS, parallel=True)
 _SER = dict(JIT_OPTIONS)
@@ -170,3 +180,71 @@ def lazy_grad(X, Yt, f, g, c, metric, out):
                 acc[k] += s
         for k in range(d):
             out[i, k] = acc[k]
+
+
+# --------------------------------------------------------------------------
+# Launchers: the same names, signatures and returns as numbaot.cuda.empirical
+# --------------------------------------------------------------------------
+class LazyState:
+    """State of a lazy log-domain Sinkhorn run on the CPU (float64 inside).
+
+    Parameters
+    ----------
+    Xs, Xt : ndarray (n, d), (m, d), float64, C order
+        Source and target points.
+    log_a, log_b : ndarray (n,), (m,), float64
+        log of the weights (-inf for zero weights).
+    f, g : ndarray (n,), (m,), float64
+        Initial log-scalings (dual potentials / reg); the state takes ownership.
+    c : float
+        -1 / reg.
+    metric : int
+        Cost code (0: squared Euclidean, 1: Euclidean).
+    dtype : numpy dtype
+        Dtype of the results.
+
+    Attributes read by ``numbaot.cpu.gradients``: ``Xs``, ``Xt``, ``Xs_t``,
+    ``Xt_t`` (the points, and transposed (d, n), (d, m)), ``f``, ``g`` (the
+    current log-scalings), ``c``, ``metric``, ``dtype``.
+    """
+
+    def __init__(self, Xs, Xt, log_a, log_b, f, g, c, metric, dtype):
+        self.Xs, self.Xt = Xs, Xt
+        self.Xs_t, self.Xt_t = np.ascontiguousarray(Xs.T), np.ascontiguousarray(Xt.T)
+        self.log_a, self.log_b, self.f, self.g = log_a, log_b, f, g
+        self.c, self.metric, self.dtype = c, metric, dtype
+        self.lse_f = np.empty(Xs.shape[0])
+        self.lse_g = np.empty(Xt.shape[0])
+
+
+def lazy_steps(st, n_steps):
+    """Run ``n_steps`` iterations in POT's order: f = log a - LSE_j(g_j + c
+    cost_ij), then g = log b - LSE_i(f_i + c cost_ij)."""
+    for _ in range(n_steps):
+        lazy_lse(st.Xs, st.Xt_t, st.g, st.c, st.metric, st.lse_f)
+        st.f = st.log_a - st.lse_f
+        lazy_lse(st.Xt, st.Xs_t, st.f, st.c, st.metric, st.lse_g)
+        st.g = st.log_b - st.lse_g
+
+
+def lazy_row_lse(st):
+    """(f, LSE_j(g_j + c cost_ij)) as host float64 arrays (n,), (n,): the
+    row marginal of the current plan is exp(f + LSE) (POT's stopping test)."""
+    lazy_lse(st.Xs, st.Xt_t, st.g, st.c, st.metric, st.lse_f)
+    return st.f, st.lse_f
+
+
+def lazy_potentials(st):
+    """(f, g) as host float64 arrays (n,), (m,)."""
+    return st.f, st.g
+
+
+def lazy_outputs(st, like):
+    """(f, g) as the caller's results: new host arrays of the result dtype
+    (``like``, the caller's ``X_s``, matters on the GPU only)."""
+    return st.f.astype(st.dtype), st.g.astype(st.dtype)
+
+
+def lazy_transport_cost(st):
+    """sum_ij cost_ij P_ij of the current plan (float), the plan never formed."""
+    return lazy_loss(st.Xs, st.Xt_t, st.f, st.g, st.c, st.metric)

@@ -13,6 +13,10 @@ targets first gets its plan weights in shared memory (a thread per target,
 coalesced reads of ``Yt``), then the threads sweep the tile along the
 coordinates (a thread per coordinate k).  One kernel set per dtype (float32
 problems compute in float32).
+
+The launchers at the end (``LazyState``, ``lazy_steps``, ...) have the same
+names, signatures and returns as those of ``numbaot.cpu.empirical``: host
+float64 arrays in, device copies in the problem's dtype inside.
 """
 import math
 
@@ -20,16 +24,22 @@ import numpy as np
 import numba
 from numba import cuda
 
-from .. import _config
+from .. import _config, _dispatch
 from ._launch import per_dtype
 from ._reduce import make_reductions
 from ._registry import kernel
 
-__all__ = ["lazy_lse", "lazy_loss", "lazy_grad", "potential_update"]
+__all__ = ["lazy_lse", "lazy_loss", "lazy_grad", "potential_update",
+           "LazyState", "lazy_steps", "lazy_row_lse", "lazy_potentials", "lazy_outputs",
+           "lazy_transport_cost"]
+
+#: the launcher contract shared with numbaot.cpu.empirical
+LAUNCHERS = ("LazyState", "lazy_steps", "lazy_row_lse", "lazy_potentials", "lazy_outputs",
+             "lazy_transport_cost")
 
 #: size of the shared weight tile of ``lazy_grad_rows``: the largest block
-#: (CUDA_THREADS must not exceed it).
-_MAX_THREADS = 1024
+#: (CUDA_THREADS must not exceed it); ``_config.CUDA_MAX_BLOCK_THREADS``.
+_MAX_THREADS = int(_config.CUDA_MAX_BLOCK_THREADS)
 
 
 def _build(dt):
@@ -179,3 +189,65 @@ def lazy_grad(X, Yt, f, g, c, metric, out):
         raise ValueError(f"CUDA_THREADS must be at most {_MAX_THREADS} for lazy_grad; got {t}")
     dt = X.dtype
     _k("lazy_grad_rows", dt)[_grid(X.shape[0]), t](X, Yt, f, g, dt.type(c), metric, out)
+
+
+# --------------------------------------------------------------------------
+# Launchers: the same names, signatures and returns as numbaot.cpu.empirical
+# --------------------------------------------------------------------------
+class LazyState:
+    """Device state of a lazy log-domain Sinkhorn run, in the result dtype.
+
+    Same constructor as ``numbaot.cpu.empirical.LazyState``: the host
+    float64 arrays ``Xs``, ``Xt``, ``log_a``, ``log_b``, ``f``, ``g`` are
+    copied to the device in ``dtype`` (float32 problems compute in float32).
+    The potentials stay on the device; the host reads n numbers per stopping
+    test (every 10 iterations).
+
+    Attributes read by ``numbaot.cuda.gradients``: ``Xs``, ``Xt``, ``Xs_t``,
+    ``Xt_t``, ``f``, ``g`` (device arrays), ``c``, ``metric``, ``dtype``.
+    """
+
+    def __init__(self, Xs, Xt, log_a, log_b, f, g, c, metric, dtype):
+        def dev(x):
+            return cuda.to_device(np.ascontiguousarray(x, dtype=dtype))
+
+        self.Xs, self.Xt = dev(Xs), dev(Xt)
+        self.Xs_t, self.Xt_t = dev(Xs.T), dev(Xt.T)
+        self.log_a, self.log_b, self.f, self.g = dev(log_a), dev(log_b), dev(f), dev(g)
+        self.c, self.metric, self.dtype = c, metric, dtype
+        self.lse_f = cuda.device_array(Xs.shape[0], dtype=dtype)
+        self.lse_g = cuda.device_array(Xt.shape[0], dtype=dtype)
+
+
+def lazy_steps(st, n_steps):
+    """Run ``n_steps`` iterations in POT's order: f = log a - LSE_j(g_j + c
+    cost_ij), then g = log b - LSE_i(f_i + c cost_ij)."""
+    for _ in range(n_steps):
+        lazy_lse(st.Xs, st.Xt_t, st.g, st.c, st.metric, st.lse_f)
+        potential_update(st.log_a, st.lse_f, st.f)
+        lazy_lse(st.Xt, st.Xs_t, st.f, st.c, st.metric, st.lse_g)
+        potential_update(st.log_b, st.lse_g, st.g)
+
+
+def lazy_row_lse(st):
+    """(f, LSE_j(g_j + c cost_ij)) as host float64 arrays (n,), (n,): the
+    row marginal of the current plan is exp(f + LSE) (POT's stopping test)."""
+    lazy_lse(st.Xs, st.Xt_t, st.g, st.c, st.metric, st.lse_f)
+    return (st.f.copy_to_host().astype(np.float64),
+            st.lse_f.copy_to_host().astype(np.float64))
+
+
+def lazy_potentials(st):
+    """(f, g) as host float64 arrays (n,), (m,)."""
+    return st.f.copy_to_host().astype(np.float64), st.g.copy_to_host().astype(np.float64)
+
+
+def lazy_outputs(st, like):
+    """(f, g) as the caller's results: the device arrays, as the array kind
+    of ``like`` (the caller's ``X_s``)."""
+    return _dispatch.like_input(st.f, like), _dispatch.like_input(st.g, like)
+
+
+def lazy_transport_cost(st):
+    """sum_ij cost_ij P_ij of the current plan (float), the plan never formed."""
+    return lazy_loss(st.Xs, st.Xt_t, st.f, st.g, st.c, st.metric)

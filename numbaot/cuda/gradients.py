@@ -1,13 +1,16 @@
-"""CUDA kernels of ``numbaot.gradients`` on device arrays: the entropic plan
+"""CUDA launchers of ``numbaot.gradients`` on device arrays: the entropic plan
 with the value <P, M> + reg sum P log P in one pass, the centred dual
-potentials, and the small reductions of the point-cloud value (the
-point-cloud gradient itself is ``numbaot.cuda.empirical.lazy_grad``).
+potentials, and the point-cloud value and gradients from a lazy state
+(``numbaot.cuda.empirical.LazyState``; the point gradient itself is
+``numbaot.cuda.empirical.lazy_grad``).
 
-Per-problem vectors are problem-major (n_problems, dim) device arrays as in
-``numbaot.cuda.sinkhorn``; problems on the grid's y axis (grid-stride).
-Kernels are built per dtype (float32 problems compute in float32).  All
-reductions run in a fixed order (block reductions, no atomics), so results
-are deterministic.
+Same launcher names, signatures and returns as ``numbaot.cpu.gradients``.
+Work arrays are device arrays in the problem's dtype (float32 problems
+compute in float32); :func:`result` hands them over as the caller's array
+kind.  Per-problem vectors are problem-major (n_problems, dim) device arrays
+as in ``numbaot.cuda.sinkhorn``; problems on the grid's y axis
+(grid-stride).  All reductions run in a fixed order (block reductions, no
+atomics), so results are deterministic.
 """
 import math
 
@@ -15,12 +18,18 @@ import numpy as np
 import numba
 from numba import cuda
 
+from .. import _dispatch
 from ._launch import grid2, grid_problems, per_dtype, threads
 from ._reduce import make_reductions
 from ._registry import kernel
+from . import empirical as _ce
 from . import sinkhorn as _sk
 
-__all__ = ["plan_and_value", "log_of", "centred", "xlogy_mass"]
+__all__ = ["log_scalings", "plan_and_value", "centred", "work_array", "result",
+           "values_result", "cloud_value", "cloud_grads", "cloud_centred"]
+
+#: the launcher contract shared with numbaot.cpu.gradients
+LAUNCHERS = tuple(__all__)
 
 
 def _build(dt):
@@ -55,6 +64,20 @@ def _build(dt):
             s = block_sum(s, ss)
             if tid == 0:
                 part[k, i] = s
+
+    @kernel([f"void({A2}, {A1})"], warp_shuffle=True, tag=tag)
+    def sum_rows(X, out):
+        """out[k] = sum_i X[k, i]; one block per k, fixed order (as
+        ``numbaot.cuda.sinkhorn``'s kernel of the same name)."""
+        ss = cuda.shared.array(32, dtype=T)
+        tid = cuda.threadIdx.x
+        for k in range(cuda.blockIdx.x, X.shape[0], cuda.gridDim.x):
+            s = ZERO
+            for i in range(tid, X.shape[1], cuda.blockDim.x):
+                s += X[k, i]
+            s = block_sum(s, ss)
+            if tid == 0:
+                out[k] = s
 
     @kernel([f"void({A2}, {A2})"], tag=tag)
     def log_of(x, out):
@@ -106,16 +129,27 @@ def _build(dt):
         if tid == 0:
             out[slot] = s
 
-    return dict(plan_value_rows=plan_value_rows, log_of=log_of, centred_rows=centred_rows,
-                xlogy_mass=xlogy_mass)
+    return dict(plan_value_rows=plan_value_rows, sum_rows=sum_rows, log_of=log_of,
+                centred_rows=centred_rows, xlogy_mass=xlogy_mass)
 
 
 _k = per_dtype(_build)
 
 
+def log_scalings(st, dtype):
+    """(log u, log v) of a finished Sinkhorn run (a ``numbaot.cuda.sinkhorn``
+    ``KnoppState`` or ``LogState``): device arrays (n_problems, dim_a),
+    (n_problems, dim_b) in the computation's dtype (``dtype``, the result
+    dtype, is that dtype already)."""
+    if isinstance(st, _sk.KnoppState):
+        return log_of(st.u), log_of(st.v)
+    return st.u, st.v
+
+
 def plan_and_value(M, c, lu, lv):
-    """Plans exp(c M + lu_k + lv_k^T) of every problem, shape (K, n, m), and
-    the host float64 array (K,) of sum_ij P_ij (lu_i + lv_j) (value / reg)."""
+    """Plans exp(c M + lu_k 1^T + 1 lv_k^T) of every problem, a device array
+    (K, n, m), and the host float64 array (K,) of sum_ij P_ij (lu_i + lv_j)
+    (= value / reg)."""
     dt = M.dtype
     K = lu.shape[0]
     n, m = M.shape
@@ -124,7 +158,7 @@ def plan_and_value(M, c, lu, lv):
     _k("plan_value_rows", dt)[(n, grid_problems(K)), threads()](M, dt.type(c), lu, lv, plan,
                                                                  part)
     tot = cuda.device_array(K, dtype=dt)
-    _sk._k("sum_rows", dt)[grid_problems(K), threads()](part, tot)
+    _k("sum_rows", dt)[grid_problems(K), threads()](part, tot)
     return plan, tot.copy_to_host().astype(np.float64)
 
 
@@ -136,13 +170,69 @@ def log_of(x):
     return out
 
 
-def centred(x, scale, out, col0=0):
-    """out[:, col0 + k] = scale * (x[k] - mean over its finite entries), the
-    non-finite entries taken as 0 (device arrays; x (K, n), out (n, >= K))."""
+def centred(x, scale, out=None, col0=0):
+    """Column col0 + k of ``out`` (dim, >= K) = scale * (x[k] - the mean of
+    its finite entries), the non-finite entries taken as 0 (device arrays,
+    x (K, dim)).  Returns ``out``; without it a new (dim, K) device array."""
+    if out is None:
+        out = cuda.device_array((x.shape[1], x.shape[0]), dtype=x.dtype)
     _k("centred_rows", x.dtype)[grid_problems(x.shape[0]), threads()](
         x, x.dtype.type(scale), out, col0)
+    return out
+
+
+def work_array(shape, dtype):
+    """An uninitialised work array for results of ``dtype`` (a device array of ``dtype``)."""
+    return cuda.device_array(shape, dtype=dtype)
+
+
+def result(x, dtype, like):
+    """A work array as the caller's result: the device array itself (already
+    of ``dtype``), as the array kind of ``like`` (CuPy or numba)."""
+    return _dispatch.like_input(x, like)
+
+
+def values_result(vals, dtype, like):
+    """A host vector of values (n_problems,) as the caller's result: a device
+    array of ``dtype``, of the array kind of ``like``."""
+    return _dispatch.result_to_device(np.asarray(vals, dtype=dtype), like)
 
 
 def xlogy_mass(f, lse, out, slot):
     """out[slot] = sum_i exp(f_i + lse_i) f_i over f_i > -inf (device)."""
     _k("xlogy_mass", f.dtype)[1, threads()](f, lse, out, slot)
+
+
+# --------------------------------------------------------------------------
+# point clouds (a finished numbaot.cuda.empirical.LazyState)
+# --------------------------------------------------------------------------
+def cloud_value(st):
+    """The value <P, M> + reg sum P log P of the lazy plan (float), as
+    reg (sum_i r_i f_i + sum_j col_j g_j), reg = -1 / c: the two sums
+    reduced on the device, two numbers read back."""
+    dt = st.dtype
+    n, m = st.Xs.shape[0], st.Xt.shape[0]
+    parts = cuda.device_array(2, dtype=dt)
+    lse = cuda.device_array(n, dtype=dt)
+    _ce.lazy_lse(st.Xs, st.Xt_t, st.g, st.c, st.metric, lse)
+    xlogy_mass(st.f, lse, parts, 0)
+    lse_c = cuda.device_array(m, dtype=dt)
+    _ce.lazy_lse(st.Xt, st.Xs_t, st.f, st.c, st.metric, lse_c)
+    xlogy_mass(st.g, lse_c, parts, 1)
+    return (-1.0 / st.c) * float(np.sum(parts.copy_to_host(), dtype=np.float64))
+
+
+def cloud_grads(st, gX, gY):
+    """gX[i] = sum_j P_ij grad_x cost(x_i, y_j) (n, d) and gY[j] = sum_i
+    P_ij grad_y cost(x_i, y_j) (m, d), into the given device work arrays."""
+    _ce.lazy_grad(st.Xs, st.Xt_t, st.f, st.g, st.c, st.metric, gX)
+    _ce.lazy_grad(st.Xt, st.Xs_t, st.g, st.f, st.c, st.metric, gY)
+
+
+def cloud_centred(st, out_a, out_b, col):
+    """Column ``col`` of out_a (n, K), out_b (m, K) = reg * (f - mean),
+    reg * (g - mean) over the finite entries, the others taken as 0
+    (0 when none is finite)."""
+    scale = -1.0 / st.c
+    centred(st.f.reshape(1, st.f.shape[0]), scale, out_a, col)
+    centred(st.g.reshape(1, st.g.shape[0]), scale, out_b, col)

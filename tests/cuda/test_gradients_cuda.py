@@ -189,3 +189,80 @@ def test_bad_device_input(cuda, rng):
     with pytest.raises(ValueError, match="b has negative"):
         empirical_sinkhorn2_value_and_grad(cuda.to_device(Xs), cuda.to_device(Xs), 0.5,
                                            b=cuda.to_device(np.array([0.5, 0.7, -0.2])))
+
+
+_LAUNCHERS = ("log_scalings", "plan_and_value", "centred", "work_array", "result",
+              "values_result", "cloud_value", "cloud_grads", "cloud_centred")
+
+
+def test_launchers_same_contract_as_cpu(cuda, rng):
+    """numbaot.cpu.gradients and numbaot.cuda.gradients expose the same
+    launchers (names and signatures); on the same finished Sinkhorn and lazy
+    states (same host inputs) they give the same work arrays and values."""
+    import inspect
+
+    from numbaot.cpu import empirical as cpu_e
+    from numbaot.cpu import gradients as cpu_g
+    from numbaot.cpu import sinkhorn as cpu_s
+    from numbaot.cuda import empirical as gpu_e
+    from numbaot.cuda import gradients as gpu_g
+    from numbaot.cuda import sinkhorn as gpu_s
+
+    for name in _LAUNCHERS:
+        assert inspect.signature(getattr(cpu_g, name)) == inspect.signature(getattr(gpu_g, name))
+    a, B, M = _dense(rng, k=2)
+    A, dt = a[None, :], np.dtype(np.float64)
+    c = -2.0
+    for kind in ("knopp", "log"):
+        if kind == "knopp":
+            u0, v0 = np.full((2, 4), 0.25), np.full((2, 5), 0.2)
+            st_c = cpu_s.KnoppState(M, c, A, B.T.copy(), u0.copy(), v0.copy())
+            st_g = gpu_s.KnoppState(cuda.to_device(M), c, A, B.T.copy(), u0, v0)
+            cpu_s.knopp_steps(st_c, 3)
+            gpu_s.knopp_steps(st_g, 3)
+        else:
+            la, lb = np.log(A), np.log(B.T)
+            st_c = cpu_s.LogState(M, c, la, lb.copy(), B.T.copy(), np.zeros((2, 4)),
+                                  np.zeros((2, 5)))
+            st_g = gpu_s.LogState(cuda.to_device(M), c, la, lb, B.T.copy(), np.zeros((2, 4)),
+                                  np.zeros((2, 5)))
+            cpu_s.log_steps(st_c, 3, np.ones(2, dtype=np.bool_))
+            gpu_s.log_steps(st_g, 3, np.ones(2, dtype=np.bool_))
+        lu_c, lv_c = cpu_g.log_scalings(st_c, dt)
+        lu_g, lv_g = gpu_g.log_scalings(st_g, dt)
+        np.testing.assert_allclose(_h(lu_g), lu_c, **F64)
+        np.testing.assert_allclose(_h(lv_g), lv_c, **F64)
+        plan_c, val_c = cpu_g.plan_and_value(M, c, lu_c, lv_c)
+        plan_g, val_g = gpu_g.plan_and_value(cuda.to_device(M), c, lu_g, lv_g)
+        assert plan_c.shape == (2, 4, 5) and isinstance(val_g, np.ndarray)
+        np.testing.assert_allclose(_h(plan_g), plan_c, **F64)
+        np.testing.assert_allclose(val_g, val_c, **F64)
+        ga_c, ga_g = cpu_g.centred(lu_c, 0.5), gpu_g.centred(lu_g, 0.5)
+        assert ga_c.shape == (4, 2)
+        np.testing.assert_allclose(_h(ga_g), ga_c, **F64)
+    like = cuda.to_device(M)
+    assert isinstance(cpu_g.result(plan_c, np.dtype(np.float32), M), np.ndarray)
+    assert cpu_g.result(plan_c, np.dtype(np.float32), M).dtype == np.float32
+    assert is_device_array(gpu_g.result(plan_g, dt, like))
+    assert is_device_array(gpu_g.values_result(val_g, dt, like))
+    assert cpu_g.values_result(val_c, np.dtype(np.float32), M).dtype == np.float32
+    # point clouds: the same finished lazy states
+    Xs, Xt = rng.normal(size=(3, 2)), rng.normal(size=(4, 2)) + 0.3
+    Xt[1] = Xs[0]  # coincident points
+    la, lb = np.log(np.full(3, 1 / 3)), np.log(np.full(4, 0.25))
+    for metric in (0, 1):
+        sts = [be.LazyState(Xs, Xt, la.copy(), lb.copy(), np.zeros(3), np.zeros(4), c, metric,
+                            dt) for be in (cpu_e, gpu_e)]
+        cpu_e.lazy_steps(sts[0], 2)
+        gpu_e.lazy_steps(sts[1], 2)
+        np.testing.assert_allclose(gpu_g.cloud_value(sts[1]), cpu_g.cloud_value(sts[0]), **F64)
+        outs = []
+        for g, st in zip((cpu_g, gpu_g), sts):
+            gX, gY = g.work_array((2, 3, 2), dt), g.work_array((2, 4, 2), dt)
+            ga, gb = g.work_array((3, 2), dt), g.work_array((4, 2), dt)
+            for k in range(2):
+                g.cloud_grads(st, gX[k], gY[k])
+                g.cloud_centred(st, ga, gb, k)
+            outs.append([_h(x) if is_device_array(x) else x for x in (gX, gY, ga, gb)])
+        for x_c, x_g in zip(*outs):
+            np.testing.assert_allclose(x_g, x_c, **F64)

@@ -1,0 +1,143 @@
+"""CPU launchers of ``numbaot.gradients``: the entropic plans with the value
+<P, M> + reg sum P log P, the centred dual potentials, and the point-cloud
+value and gradients from a lazy state (``numbaot.cpu.empirical.LazyState``).
+
+Same names, signatures and returns as ``numbaot.cuda.gradients``.  Work
+arrays are host float64 whatever the result dtype (the CPU kernels compute
+in float64); :func:`result` casts them to the result dtype.  Per-problem
+vectors are problem-major (n_problems, dim), as in ``numbaot.cpu.sinkhorn``.
+"""
+import numpy as np
+
+from . import empirical as _ke
+from . import sinkhorn as _ks
+
+__all__ = ["log_scalings", "plan_and_value", "centred", "work_array", "result",
+           "values_result", "cloud_value", "cloud_grads", "cloud_centred"]
+
+#: the launcher contract shared with numbaot.cuda.gradients
+LAUNCHERS = tuple(__all__)
+
+
+def _xlogy_sum(w, logw):
+    """sum_i w_i * logw_i with 0 * (-inf) = 0."""
+    mask = w > 0
+    return float(np.sum(w[mask] * logw[mask]))
+
+
+def _through(x, dtype):
+    """x rounded to ``dtype`` and back to float64 (the values of POT's log
+    dict, which holds the scalings in the result dtype)."""
+    return np.asarray(np.asarray(x, dtype=dtype), dtype=np.float64)
+
+
+def log_scalings(st, dtype):
+    """(log u, log v) of a finished Sinkhorn run (a ``numbaot.cpu.sinkhorn``
+    ``KnoppState`` or ``LogState``), float64 (n_problems, dim_a),
+    (n_problems, dim_b), C order.  The scalings are first rounded to the
+    result ``dtype``: the CPU gradients have always been formed from the
+    ``log`` dict of ``sinkhorn_knopp`` / ``sinkhorn_log``, which holds them
+    in that dtype (this matters for float32 problems)."""
+    if isinstance(st, _ks.KnoppState):
+        u, v = _ks.knopp_scalings(st)
+        with np.errstate(divide="ignore"):
+            lu, lv = np.log(_through(u, dtype)), np.log(_through(v, dtype))
+    else:
+        lu, lv = (np.asarray(x, dtype=dtype) for x in _ks.log_potentials(st))
+        # that log dict also holds u = exp(log_u), v = exp(log_v) in the result
+        # dtype: formed here for their NumPy warnings only (an "overflow
+        # encountered in exp" the CPU path has always issued with them)
+        np.exp(lu)
+        np.exp(lv)
+        lu, lv = np.asarray(lu, dtype=np.float64), np.asarray(lv, dtype=np.float64)
+    return np.ascontiguousarray(lu), np.ascontiguousarray(lv)
+
+
+def plan_and_value(M, c, lu, lv):
+    """Plans exp(c M + lu_k 1^T + 1 lv_k^T) of every problem, float64
+    (K, n, m), and the float64 array (K,) of sum_ij P_ij (lu_i + lv_j) =
+    sum_i r_i lu_i + sum_j col_j lv_j with r, col the plan's marginals
+    (0 log 0 = 0), i.e. (<P, M> + reg sum P log P) / reg."""
+    Mf = np.ascontiguousarray(M, dtype=np.float64)
+    K = lu.shape[0]
+    plans = np.empty((K,) + Mf.shape)
+    vals = np.empty(K)
+    for k in range(K):
+        plan = plans[k]
+        _ks.gibbs_kernel(Mf, c, lu[k], lv[k], plan)
+        vals[k] = _xlogy_sum(plan.sum(1), lu[k]) + _xlogy_sum(plan.sum(0), lv[k])
+    return plans, vals
+
+
+def _centred_row(x, scale):
+    fin = np.isfinite(x)
+    out = np.where(fin, x, 0.0)
+    return scale * (out - out[fin].mean() if fin.any() else out)
+
+
+def centred(x, scale, out=None, col0=0):
+    """Column col0 + k of ``out`` (dim, >= K) = scale * (x[k] - the mean of
+    its finite entries), the non-finite entries taken as 0 (x (K, dim)).
+    Returns ``out``; without it a new float64 (dim, K) array."""
+    rows = [_centred_row(x[k], scale) for k in range(x.shape[0])]
+    if out is None:
+        return np.stack(rows).T
+    for k, row in enumerate(rows):
+        out[:, col0 + k] = row
+    return out
+
+
+def work_array(shape, dtype):
+    """An uninitialised work array for results of ``dtype`` (host float64)."""
+    return np.empty(shape)
+
+
+def result(x, dtype, like):
+    """A work array as the caller's result: a new host array of ``dtype``
+    (``like``, the caller's array, matters on the GPU only)."""
+    return x.astype(dtype)
+
+
+def values_result(vals, dtype, like):
+    """A host vector of values (n_problems,) as the caller's result, of ``dtype``."""
+    return np.asarray(vals, dtype=dtype)
+
+
+# --------------------------------------------------------------------------
+# point clouds (a finished numbaot.cpu.empirical.LazyState)
+# --------------------------------------------------------------------------
+def cloud_value(st):
+    """The value <P, M> + reg sum P log P of the lazy plan (float), as
+    reg (sum_i r_i f_i + sum_j col_j g_j), reg = -1 / c."""
+    lse = np.empty(st.Xs.shape[0])
+    _ke.lazy_lse(st.Xs, st.Xt_t, st.g, st.c, st.metric, lse)
+    with np.errstate(invalid="ignore"):
+        r = np.where(np.isneginf(st.f), 0.0, np.exp(st.f + lse))
+    lse_c = np.empty(st.Xt.shape[0])
+    _ke.lazy_lse(st.Xt, st.Xs_t, st.f, st.c, st.metric, lse_c)
+    with np.errstate(invalid="ignore"):
+        col = np.where(np.isneginf(st.g), 0.0, np.exp(st.g + lse_c))
+    return (-1.0 / st.c) * (_xlogy_sum(r, st.f) + _xlogy_sum(col, st.g))
+
+
+def cloud_grads(st, gX, gY):
+    """gX[i] = sum_j P_ij grad_x cost(x_i, y_j) (n, d) and gY[j] = sum_i
+    P_ij grad_y cost(x_i, y_j) (m, d), into the given work arrays."""
+    _ke.lazy_grad(st.Xs, st.Xt_t, st.f, st.g, st.c, st.metric, gX)
+    _ke.lazy_grad(st.Xt, st.Xs_t, st.g, st.f, st.c, st.metric, gY)
+
+
+def _centred_row_unguarded(x, scale):
+    fin = np.isfinite(x)
+    out = np.where(fin, x, 0.0)
+    return scale * (out - out[fin].mean())
+
+
+def cloud_centred(st, out_a, out_b, col):
+    """Column ``col`` of out_a (n, K), out_b (m, K) = reg * (f - mean),
+    reg * (g - mean) over the finite entries, the others taken as 0.  (As
+    this path always has: NaN, with NumPy's warnings, when no potential is
+    finite; the CUDA launcher gives 0.)"""
+    scale = -1.0 / st.c
+    out_a[:, col] = _centred_row_unguarded(st.f, scale)
+    out_b[:, col] = _centred_row_unguarded(st.g, scale)
