@@ -1,6 +1,147 @@
+"""Fixtures and collection rules shared by the whole suite.
+
+Devices
+-------
+A test that takes the ``device`` fixture runs twice: ``[cpu]`` with NumPy
+arrays and ``[cuda]`` with CUDA device arrays (the Numba CUDA simulator, or a
+GPU).  ``device.put(x)`` moves a host array there (NumPy arrays only; ``None``,
+scalars and lists pass through), ``device.get(y)`` brings a result back as a
+NumPy array and checks that it came back on that device.  A test that only
+makes sense on one device asks for it with
+``@pytest.mark.parametrize("device", ["cuda"], indirect=True)``.
+
+Every CUDA test (the ``[cuda]`` case of a ``device`` test, and everything
+under tests/cuda) is marked ``cuda`` here, and skipped, with the reason, unless
+the simulator is on or a GPU is present.  The simulator must be switched on
+before Numba is imported, hence the README's second command, which runs
+exactly the tests marked ``cuda`` in a simulator process:
+
+    python -m pytest                                       # CPU (CUDA skipped without a GPU)
+    NUMBA_ENABLE_CUDASIM=1 python -m pytest -m cuda -n 2   # the CUDA tests, simulator
+"""
+import os
+import sys
+
 import numba
 import numpy as np
 import pytest
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+_CUDA_DIR = os.path.join(_HERE, "cuda") + os.sep
+
+
+def simulator_on():
+    """True when ``numba.cuda`` is the CUDA simulator (NUMBA_ENABLE_CUDASIM=1
+    when Numba was imported)."""
+    return bool(numba.config.ENABLE_CUDASIM)
+
+
+_reason = []
+
+
+def cuda_unavailable_reason():
+    """Why CUDA tests cannot run in this process (None when they can): they
+    run in the simulator or on a GPU.  Probed once, and only when a CUDA test
+    was collected."""
+    if not _reason:
+        _reason.append(_probe_cuda())
+    return _reason[0]
+
+
+def _probe_cuda():
+    if simulator_on():
+        return None
+    try:
+        from numba import cuda
+    except Exception as exc:
+        return f"numba-cuda not installed ({exc}); pip install '.[cuda]'"
+    if not cuda.is_available():
+        return ("no CUDA GPU and the simulator is off: run "
+                "NUMBA_ENABLE_CUDASIM=1 python -m pytest -m cuda")
+    return None
+
+
+def _is_cuda_test(item):
+    callspec = getattr(item, "callspec", None)
+    if callspec is not None and callspec.params.get("device") == "cuda":
+        return True
+    return str(item.fspath).startswith(_CUDA_DIR)
+
+
+def pytest_collection_modifyitems(config, items):
+    """Mark every CUDA test ``cuda``; skip them where CUDA cannot run."""
+    for item in items:
+        if _is_cuda_test(item):
+            item.add_marker(pytest.mark.cuda)
+            reason = cuda_unavailable_reason()
+            if reason is not None:
+                item.add_marker(pytest.mark.skip(reason=reason))
+
+
+class Device:
+    """One value of the ``device`` fixture (``"cpu"`` or ``"cuda"``)."""
+
+    def __init__(self, name):
+        self.name = name
+        self.is_cuda = name == "cuda"
+
+    def __repr__(self):
+        return f"Device({self.name!r})"
+
+    def put(self, x):
+        """``x`` on this device: a NumPy array is copied to the GPU for
+        ``cuda``; anything else (and everything for ``cpu``) is returned as it
+        is."""
+        if self.is_cuda and isinstance(x, np.ndarray):
+            from numba import cuda
+
+            return cuda.to_device(x)
+        return x
+
+    def get(self, y):
+        """The result ``y`` on the host, after checking it lives on this
+        device (a CUDA call that returned a host array fails here)."""
+        on_device = hasattr(y, "copy_to_host")
+        if self.is_cuda:
+            assert on_device, f"expected a CUDA device array, got {type(y).__name__}"
+            return y.copy_to_host()
+        assert not on_device, f"expected a host result, got {type(y).__name__}"
+        return y
+
+
+@pytest.fixture(params=["cpu", "cuda"])
+def device(request):
+    """Run the test on the CPU and on CUDA (simulator or GPU): see the module
+    docstring."""
+    return Device(request.param)
+
+
+@pytest.fixture(autouse=True, scope="session")
+def fast_thread_switches():
+    """The simulator's block manager busy-polls its threads while holding the
+    GIL; a shorter switch interval lets the simulated threads run sooner
+    (about 25 % faster here).  Restored after the session."""
+    old = sys.getswitchinterval()
+    if simulator_on():
+        sys.setswitchinterval(1e-4)
+    yield
+    sys.setswitchinterval(old)
+
+
+@pytest.fixture(autouse=True)
+def small_blocks(request, monkeypatch):
+    """In the simulator (one Python thread per CUDA thread, slow) every CUDA
+    test uses one-warp blocks, 2-row column tiles and 4-row column chunks, so
+    that multi-block, multi-chunk and warp-shuffle paths run on tiny problems;
+    tests of the multi-warp paths ask for the ``multi_warp`` fixture
+    (tests/cuda/conftest.py)."""
+    if simulator_on() and request.node.get_closest_marker("cuda") is not None:
+        from numbaot import _config
+
+        monkeypatch.setattr(_config, "CUDA_THREADS", 32)
+        monkeypatch.setattr(_config, "CUDA_TILE_ROWS", 2)
+        monkeypatch.setattr(_config, "CUDA_COL_CHUNK_ROWS", 4)
+    yield
 
 
 @pytest.fixture

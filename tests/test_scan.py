@@ -1,9 +1,19 @@
-"""Discounted cumulative sums, their gradients and GAE (numbaot.scan), CPU.
+"""Discounted cumulative sums, their gradients and GAE (numbaot.scan), on the
+CPU and on CUDA device arrays.
 
 Oracles: scipy.signal.lfilter (y_t = x_t + gamma y_{t-1} is the IIR filter
-b = [1], a = [1, -gamma]), plain Python loops over the recurrences, float64
-closed forms, and central finite differences in float64.  None of them shares
-code with numbaot.
+b = [1], a = [1, -gamma]), plain Python loops over the recurrences
+(tests/reference.py), float64 closed forms, central finite differences in
+float64, and, for the CUDA kernels, numbaot's CPU kernels.  None of the
+first four shares code with numbaot.
+
+The tests that take the ``device`` fixture (the last section) run once on the
+CPU and once on CUDA (the ``[cuda]`` case runs in the simulator pass of the
+README's test command, or on a GPU); the others are CPU-only (thread counts,
+CPU chunking, host-side validation).  In the simulator the block-scan
+tunables are lowered (64 threads x 2 items = 128 positions per tile, rows of
+more than 8 positions take the block path), so that rows of a few hundred
+positions cross several tiles and every block has two warps.
 """
 import re
 
@@ -13,6 +23,9 @@ from scipy.signal import lfilter
 
 import numbaot
 from numbaot import _config
+from numbaot._dispatch import simulator_enabled
+
+from reference import lfilter_left, lfilter_right, loop_gae, loop_left, loop_right
 
 F64 = dict(rtol=1e-12, atol=1e-12)
 #: float32 input/output vs a float64 oracle on the same (upcast) data: the
@@ -23,61 +36,6 @@ F32 = dict(rtol=3e-7, atol=1e-6)
 
 def tol(dtype):
     return F32 if np.dtype(dtype) == np.float32 else F64
-
-
-# --------------------------------------------------------------------------
-# oracles
-# --------------------------------------------------------------------------
-def lfilter_right(x, gamma):
-    """Right scan of every row of x (2-D, float64) with per-row gammas."""
-    x = np.asarray(x, dtype=np.float64)
-    return np.stack([lfilter([1.0], [1.0, -g], row[::-1])[::-1] for row, g in zip(x, gamma)])
-
-
-def lfilter_left(x, gamma):
-    x = np.asarray(x, dtype=np.float64)
-    return np.stack([lfilter([1.0], [1.0, -g], row) for row, g in zip(x, gamma)])
-
-
-def loop_right(x, gamma, dones=None):
-    """y_t = x_t + gamma (1 - d_t) y_{t+1}, plain Python."""
-    x = np.asarray(x, dtype=np.float64)
-    y = np.zeros_like(x)
-    for r in range(x.shape[0]):
-        acc = 0.0
-        for t in range(x.shape[1] - 1, -1, -1):
-            keep = 1.0 if dones is None or not dones[r, t] else 0.0
-            acc = x[r, t] + gamma[r] * keep * acc
-            y[r, t] = acc
-    return y
-
-
-def loop_left(x, gamma, dones=None):
-    """y_t = x_t + gamma (1 - d_{t-1}) y_{t-1}, plain Python."""
-    x = np.asarray(x, dtype=np.float64)
-    y = np.zeros_like(x)
-    for r in range(x.shape[0]):
-        acc = 0.0
-        for t in range(x.shape[1]):
-            keep = 1.0 if t == 0 or dones is None or not dones[r, t - 1] else 0.0
-            acc = x[r, t] + gamma[r] * keep * acc
-            y[r, t] = acc
-    return y
-
-
-def loop_gae(rewards, values, dones, gamma, lam, last):
-    """GAE by the textbook loop (as in CleanRL / SB3), float64."""
-    B, N = rewards.shape
-    adv = np.zeros((B, N))
-    for r in range(B):
-        a = 0.0
-        for t in range(N - 1, -1, -1):
-            v_next = values[r, t + 1] if t + 1 < N else last[r]
-            nonterminal = 0.0 if dones[r, t] else 1.0
-            delta = rewards[r, t] + gamma * nonterminal * v_next - values[r, t]
-            a = delta + gamma * lam * nonterminal * a
-            adv[r, t] = a
-    return adv, adv + values[:, :N]
 
 
 def names(message, name):
@@ -555,3 +513,132 @@ def test_dones_on_chunk_edges(offset, small_chunks, rng):
         y = fn(x, g, dones)
         np.testing.assert_allclose(y, loop(x, g, dones), **F64)
         np.testing.assert_array_equal(y[1], x[1])
+
+
+# --------------------------------------------------------------------------
+# on every device: CPU and CUDA (from tests/cuda/test_scan_cuda.py)
+# --------------------------------------------------------------------------
+@pytest.fixture(autouse=True)
+def small_scan_tiles(monkeypatch):
+    if simulator_enabled():
+        monkeypatch.setattr(_config, "CUDA_SCAN_THREADS", 64)
+        monkeypatch.setattr(_config, "CUDA_SCAN_ITEMS", 2)
+        monkeypatch.setattr(_config, "CUDA_SCAN_ROW_MAX_N", 8)
+        monkeypatch.setattr(_config, "CUDA_SCAN_ROW_THREADS", 64)
+    yield
+
+
+#: (batch, N, dtype): on CUDA, one thread per row (N <= 8: one block, and 3
+#: blocks of 64 threads for 150 rows); block path with 1 tile (partly filled),
+#: 2 tiles (the second with one position) and 3 tiles of 128 per row
+CASES = [(3, 5, np.float32), (150, 8, np.float64), (1, 9, np.float64), (1, 129, np.float32),
+         (2, 300, np.float64)]
+
+
+@pytest.mark.parametrize("shape0, shape1, dtype", CASES)
+def test_forward_vs_cpu_and_lfilter(shape0, shape1, dtype, device, rng):
+    shape = (shape0, shape1)
+    x = rng.normal(size=shape).astype(dtype)
+    gamma = rng.uniform(0.5, 1.0, size=shape[0])
+    xd = device.put(x)
+    for oracle, fn in ((lfilter_right, numbaot.discounted_cumsum_right),
+                       (lfilter_left, numbaot.discounted_cumsum_left)):
+        yd = fn(xd, device.put(gamma))
+        assert yd.shape == shape and yd.dtype == dtype
+        y = device.get(yd)
+        np.testing.assert_allclose(y, fn(x, gamma), **tol(dtype))
+        np.testing.assert_allclose(y, oracle(x, gamma), **tol(dtype))
+        if shape[1] <= 8:  # scalar gamma with many rows (the block path: in test_gae)
+            np.testing.assert_allclose(device.get(fn(xd, 0.9)), fn(x, 0.9), **tol(dtype))
+
+
+def test_one_dimensional_and_noncontiguous(device, rng):
+    x = rng.normal(size=(2, 280))
+    xd = device.put(x)
+    y = device.get(numbaot.discounted_cumsum_right(xd[:, ::2], 0.95))
+    np.testing.assert_allclose(y, lfilter_right(x[:, ::2], [0.95] * 2), rtol=1e-12, atol=1e-12)
+    y1 = device.get(numbaot.discounted_cumsum_left(device.put(x[1]), 0.95))
+    np.testing.assert_allclose(y1, lfilter([1.0], [1.0, -0.95], x[1]), rtol=1e-12, atol=1e-12)
+
+
+def test_many_tiles_carry_loop(device, rng, monkeypatch):
+    """More tiles per row than threads: on CUDA, chunk_carries loops with a
+    running carry."""
+    monkeypatch.setattr(_config, "CUDA_SCAN_THREADS", 32)
+    monkeypatch.setattr(_config, "CUDA_SCAN_ITEMS", 1)
+    x = rng.normal(size=(1, 32 * 33 + 7))
+    y = device.get(numbaot.discounted_cumsum_right(device.put(x), 0.999))
+    np.testing.assert_allclose(y, lfilter_right(x, [0.999]), rtol=1e-11, atol=1e-11)
+
+
+@pytest.mark.parametrize("shape", [(4, 6), (2, 200)])
+def test_dones_vs_cpu(shape, device, rng):
+    x = rng.normal(size=shape)
+    dones = rng.random(size=shape) < 0.05
+    dones[0, 100 % shape[1]] = True
+    g = rng.uniform(0.8, 1.0, size=shape[0])
+    for fn in (numbaot.discounted_cumsum_right, numbaot.discounted_cumsum_left):
+        for d in (device.put(dones), device.put(dones.astype(np.uint8)))[:1 + (shape[1] < 9)]:
+            # a per-row gamma may be a host array (O(batch), read on the host)
+            yd = fn(device.put(x), device.put(g) if shape[1] > 8 else g, d)
+            np.testing.assert_allclose(device.get(yd), fn(x, g, dones), rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("shape", [(3, 6), (1, 140)])
+@pytest.mark.parametrize("direction", ["right", "left"])
+def test_backward_vs_cpu(shape, direction, device, rng):
+    bwd = getattr(numbaot, f"discounted_cumsum_{direction}_backward")
+    fwd = getattr(numbaot, f"discounted_cumsum_{direction}")
+    x = rng.normal(size=shape)
+    w = rng.normal(size=shape)
+    dones = rng.random(size=shape) < 0.1
+    g = rng.uniform(0.5, 1.0, size=shape[0])
+    y = fwd(x, g, dones)
+    gi, gg = bwd(w, y, g, dones)
+    gid, ggd = bwd(device.put(w), device.put(y), device.put(g), device.put(dones))
+    np.testing.assert_allclose(device.get(gid), gi, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(device.get(ggd), gg, rtol=1e-12, atol=1e-12)
+    gi2, gg2 = bwd(w, y, 0.7)
+    gid2, ggd2 = bwd(device.put(w), device.put(y), 0.7)
+    assert ggd2.shape == ()
+    np.testing.assert_allclose(device.get(gid2), gi2, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(device.get(ggd2), gg2, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("dtype, N", [(np.float32, 140), (np.float64, 7)])
+def test_gae_vs_cpu(dtype, N, device, rng):
+    B = 2
+    r = rng.normal(size=(B, N)).astype(dtype)
+    v = rng.normal(size=(B, N + 1)).astype(dtype)
+    d = rng.random(size=(B, N)) < 0.05
+    adv, ret = numbaot.gae(r, v, d, 0.99, 0.95)
+    advd, retd = numbaot.gae(device.put(r), device.put(v), device.put(d), 0.99, 0.95)
+    assert advd.dtype == dtype
+    np.testing.assert_allclose(device.get(advd), adv, **tol(dtype))
+    np.testing.assert_allclose(device.get(retd), ret, **tol(dtype))
+    adv2, _ = numbaot.gae(r, v[:, :N], None, 0.9, 0.8, last_value=v[:, N])
+    advd2, _ = numbaot.gae(device.put(r), device.put(np.ascontiguousarray(v[:, :N])),
+                           None, 0.9, 0.8,
+                           last_value=device.put(v[:, N].copy()))
+    np.testing.assert_allclose(device.get(advd2), adv2, **tol(dtype))
+
+
+@pytest.mark.parametrize("device", ["cuda"], indirect=True)
+def test_errors_on_device(device):
+    """Device-only rules: host masks with device arrays, and the dtypes the
+    CUDA kernels take (the CPU accepts integer x and float masks)."""
+    x = np.ones((2, 20))
+    x[1, 3] = np.nan
+    with pytest.raises(ValueError, match="x contains NaN"):
+        numbaot.discounted_cumsum_right(device.put(x), 0.9)
+    with pytest.raises(ValueError, match="x contains NaN"):
+        numbaot.discounted_cumsum_left(device.put(np.ascontiguousarray(x[:, :5])), 0.0)
+    with pytest.raises(TypeError, match="on the host"):
+        numbaot.discounted_cumsum_right(device.put(np.ones(5)), 0.9, np.zeros(5, bool))
+    with pytest.raises(TypeError, match="dones"):
+        numbaot.discounted_cumsum_right(device.put(np.ones(5)), 0.9,
+                                        device.put(np.zeros(5)))
+    with pytest.raises(ValueError, match="gamma"):
+        numbaot.discounted_cumsum_right(device.put(np.ones((2, 5))), device.put(np.ones(3)))
+    with pytest.raises(TypeError, match="x"):
+        numbaot.discounted_cumsum_right(device.put(np.ones(5, np.int64)), 0.9)

@@ -1,5 +1,6 @@
 """numbaot.sinkhorn_operator and its backward on CUDA device arrays, against the
-CPU kernels and independent oracles (SciPy logsumexp loop, numpy lstsq).
+CPU kernels and independent oracles (SciPy logsumexp loop, numpy lstsq:
+tests/reference.py).
 
 Both kernel families run: one thread per matrix (n < CUDA_IMPLICIT_WARP_MIN_N,
 lowered here so that n = 3, 4 take it) and one warp per matrix (n >= it;
@@ -8,11 +9,12 @@ n = 34 also uses each lane's second slot, entries l + 32).  Blocks are small
 """
 import numpy as np
 import pytest
-from scipy.special import logsumexp
 
 from numbaot import _config
 from numbaot._dispatch import simulator_enabled
 from numbaot.implicit import sinkhorn_operator, sinkhorn_operator_backward
+
+from reference import lstsq_grad, ref_forward
 
 
 @pytest.fixture(autouse=True)
@@ -22,23 +24,6 @@ def small_implicit_blocks(monkeypatch):
         monkeypatch.setattr(_config, "CUDA_IMPLICIT_WARPS_PER_BLOCK", 2)
     monkeypatch.setattr(_config, "CUDA_IMPLICIT_WARP_MIN_N", 5)
     yield
-
-
-def ref_forward(X, n_iter):
-    X = np.asarray(X, dtype=np.float64)
-    g = np.zeros(X.shape[:-1])
-    for _ in range(n_iter):
-        f = -logsumexp(X + g[..., None, :], axis=-1)
-        g = -logsumexp(X + f[..., :, None], axis=-2)
-    return np.exp(X + f[..., :, None] + g[..., None, :])
-
-
-def lstsq_grad(R, G, r, c):
-    n = R.shape[0]
-    H = G * R
-    A = np.block([[np.diag(r), R], [R.T, np.diag(c)]])
-    z = np.linalg.lstsq(A, np.r_[H.sum(1), H.sum(0)], rcond=None)[0]
-    return (G - z[:n, None] - z[None, n:]) * R
 
 
 def tol(dtype):
