@@ -102,8 +102,13 @@ def empirical_sinkhorn2(X_s, X_t, reg, a=None, b=None, metric="sqeuclidean", num
     r"""Transport cost <gamma, M>_F of the entropic plan between two point
     clouds (without the entropic term); mirrors ``ot.bregman.empirical_sinkhorn2``.
 
-    Parameters are those of :func:`empirical_sinkhorn`.  With ``isLazy=True``
-    the cost is reduced on the fly after the iterations (no (n, m) matrix).
+    With ``isLazy=True`` the cost is reduced on the fly after the iterations
+    (no (n, m) matrix).
+
+    Parameters
+    ----------
+    X_s, X_t, reg, a, b, metric, numIterMax, stopThr, isLazy, batchSize, verbose, log, warn, warmstart, **kwargs
+        As :func:`empirical_sinkhorn` (same shapes, units and defaults).
 
     Returns
     -------
