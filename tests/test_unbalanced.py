@@ -365,3 +365,94 @@ def test_bad_arrays():
 def test_top_level_exports():
     for name in ("sinkhorn_unbalanced", "sinkhorn_unbalanced2", "barycenter_unbalanced"):
         assert getattr(numbaot, name) is getattr(nu, name)
+
+
+# ---------------------------------------------------------------------------
+# the launcher contract (numbaot.cpu.unbalanced; the CUDA launchers are
+# compared with these in tests/cuda/test_unbalanced_cuda.py)
+# ---------------------------------------------------------------------------
+def test_stopping_rule():
+    """``uot_rule``: POT's per-iteration rule, once for every solver."""
+    from numbaot.cpu import unbalanced as ku
+
+    errs = np.full(3, -1.0)
+    assert ku.uot_rule(True, 1.0, 1.0, 1.0, 1.0, 0.5, errs, 0) == ku.FAILED
+    assert errs[0] == -1.0  # a failed step stores no error
+    # err = (du / max(mu, 1) + dv / max(mv, 1)) / 2
+    assert ku.uot_rule(False, 0.4, 0.5, 3.0, 2.0, 0.5, errs, 1) == ku.GO_ON
+    assert errs[1] == 0.5 * (0.4 + 1.5)
+    assert ku.uot_rule(False, 0.1, 4.0, 0.0, 0.0, 0.5, errs, 2) == ku.CONVERGED
+    assert errs[2] == 0.5 * 0.025
+
+
+def _states(S_args, log_domain):
+    from numbaot.cpu import unbalanced as ku
+
+    M, reg, ca, cb, C, use_mat, a, b, fi1, fi2 = S_args
+    shape_u, shape_v = (b.shape[0], M.shape[0]), (b.shape[0], M.shape[1])
+    init = np.zeros if log_domain else np.ones
+    cls = ku.UotLogState if log_domain else ku.UotState
+    return cls(M, reg, ca, cb, C, use_mat, a, b, init(shape_u), init(shape_v), fi1, fi2)
+
+
+@pytest.mark.parametrize("log_domain", [False, True])
+def test_launchers_make_the_public_result(log_domain):
+    """The public solver is its launchers under POT's loop: the same errors,
+    scalings and plan as driving ``UotState`` / ``uot_steps`` by hand, and
+    ``uot_steps`` run in pieces continues where it stopped."""
+    from numbaot.cpu import unbalanced as ku
+
+    a, b, M = _unb_problem(9, 7, seed=21)
+    reg, reg_m = 0.1, (0.6, 2.0)
+    fi1, fi2 = reg_m[0] / (reg_m[0] + reg), reg_m[1] / (reg_m[1] + reg)
+    args = (M, reg, a, b, np.zeros((1, 1)), False, a.reshape(1, -1), b.reshape(1, -1), fi1, fi2)
+    steps = ku.uot_log_steps if log_domain else ku.uot_steps
+    method = "sinkhorn_log" if log_domain else "sinkhorn"
+    G, lg = nu.sinkhorn_unbalanced(a, b, M, reg, reg_m, method=method, numItermax=25,
+                                   stopThr=0.0, log=True)
+    st = _states(args, log_domain)
+    errs = []
+    assert steps(st, 25, 0.0, errs) == (25, False)
+    assert errs == lg["err"]
+    st2 = _states(args, log_domain)
+    errs2 = []
+    assert steps(st2, 10, 0.0, errs2) == (10, False)
+    assert steps(st2, 15, 0.0, errs2) == (15, False)
+    assert errs2 == errs
+    stats = ku.uot_log_stats if log_domain else ku.uot_stats
+    for s in (st, st2):
+        plan, rows, cols, out = stats(s, True)
+        assert np.array_equal(plan, G)
+        assert_close(rows, G.sum(1), rtol=1e-13, atol=0)
+        assert_close(cols, G.sum(0), rtol=1e-13, atol=0)
+        assert out[0] == lg["cost"]
+        assert stats(s, False)[0] is None
+    if not log_domain:  # the same products, possibly associated otherwise
+        assert_close(ku.uot_plan(st), G, rtol=1e-14, atol=0)
+        u, v = ku.uot_scalings(st)
+        assert u.shape == (1, 9) and v.shape == (1, 7) and u.dtype == np.float64
+    # convergence: the iteration count is the number of errors, the last below stopThr
+    st3 = _states(args, log_domain)
+    errs3 = []
+    nit, failed = steps(st3, 1000, 1e-6, errs3)
+    assert not failed and nit == len(errs3) < 1000 and errs3[-1] < 1e-6 <= errs3[-2]
+
+
+def test_launcher_failure_undoes_the_step():
+    """A step that breaks (K^T u underflows to 0) is undone: (its index,
+    True), no error stored for it, the scalings of the step before."""
+    from numbaot.cpu import unbalanced as ku
+
+    a, b, M = _unb_problem(6, 5, seed=22)
+    M = M * 2000.0
+    args = (M, 0.01, a, b, np.zeros((1, 1)), False, a.reshape(1, -1), b.reshape(1, -1),
+            1.0 / 1.01, 1.0 / 1.01)
+    st = _states(args, False)
+    errs = []
+    nit, failed = ku.uot_steps(st, 50, 0.0, errs)
+    assert failed and len(errs) == nit
+    u, v = (x.copy() for x in ku.uot_scalings(st))
+    st2 = _states(args, False)
+    assert ku.uot_steps(st2, nit, 0.0, []) == (nit, False)
+    assert np.array_equal(ku.uot_scalings(st2)[0], u)
+    assert np.array_equal(ku.uot_scalings(st2)[1], v)

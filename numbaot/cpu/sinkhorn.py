@@ -291,7 +291,7 @@ def _axpy8(w, o, A, i, Y, k, j0, ln, store):
 
 
 @njit(**_SER)
-def _dot_rows(A, i, nr, Y, k, j0, ln, out):
+def dot_rows(A, i, nr, Y, k, j0, ln, out):
     """out[r] += sum_t A[i + r, j0+t] * Y[k, j0+t] for r < nr, rows in
     register-blocked groups of 8, then 4, then one.  With A and Y float32
     (the unbalanced pass's float32 lanes) products and the block's partial
@@ -309,7 +309,7 @@ def _dot_rows(A, i, nr, Y, k, j0, ln, out):
 
 
 @njit(**_SER)
-def _axpy_rows(w, A, i, nr, Y, k, j0, ln, first=False):
+def axpy_rows(w, A, i, nr, Y, k, j0, ln, first=False):
     """Y[k, j0+t] += sum_{r<nr} w[r] * A[i + r, j0+t], rows in groups of 8, 4, 1;
     with ``first`` the first group stores (Y's old values are ignored: no
     zeroing pass before a chunk's first tile)."""
@@ -427,13 +427,13 @@ def knopp_fused_pass(Kmat, a, v, n_chunks, chunk_rows, Q, u, q):
             for k in range(K):
                 s[:] = 0.0
                 for j0 in range(0, m, COL_BLOCK):
-                    _dot_rows(Kmat, t0, nr, v, k, j0, min(m, j0 + COL_BLOCK) - j0, s)
+                    dot_rows(Kmat, t0, nr, v, k, j0, min(m, j0 + COL_BLOCK) - j0, s)
                 for r in range(nr):
                     aki = a[0, t0 + r] if shared_a else a[k, t0 + r]
                     w[r] = aki / s[r]
                     u[k, t0 + r] = w[r]
                 for j0 in range(0, m, COL_BLOCK):
-                    _axpy_rows(w, Kmat, t0, nr, Qc, k, j0, min(m, j0 + COL_BLOCK) - j0)
+                    axpy_rows(w, Kmat, t0, nr, Qc, k, j0, min(m, j0 + COL_BLOCK) - j0)
     merge_chunks(Q, np.ones(K, dtype=np.bool_), q)
 
 
@@ -736,7 +736,7 @@ def log_fused_pass(M, c, loga, v, shift_ok, dv_max, active, n_chunks, chunk_rows
                     if alpha[r] == 0.0:
                         E[r, :] = 0.0
                 for j0 in range(0, m, COL_BLOCK):
-                    _axpy_rows(alpha, E, 0, nr, Qc, k, j0, min(m, j0 + COL_BLOCK) - j0)
+                    axpy_rows(alpha, E, 0, nr, Qc, k, j0, min(m, j0 + COL_BLOCK) - j0)
     merge_chunks(Q, active, q)
 
 

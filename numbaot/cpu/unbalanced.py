@@ -1,4 +1,6 @@
-"""CPU kernels of unbalanced entropic OT, mirrored by name in ``numbaot/cuda/unbalanced.py``.
+"""CPU kernels of unbalanced entropic OT and their launchers; the launchers
+(``LAUNCHERS``) have the names, signatures and returns of those of
+``numbaot/cuda/unbalanced.py``.
 
 Conventions (as ``numbaot.cpu.sinkhorn``)
 -----------------------------------------
@@ -47,24 +49,46 @@ from .._config import (
     UOT_LANE_SUM_MAX,
     UOT_LANE_SUM_MIN,
     UOT_COL_BLOCK,
+    UOT_MERGE_COLS,
     UOT_TILE_BYTES,
 )
+from . import chunk_layout
 from ._math import fast_exp
-from .sinkhorn import _axpy_rows, _dot_rows, log_col_lse, merge_chunks
+from .sinkhorn import axpy_rows, dot_rows, gibbs_loss, log_col_lse, merge_chunks, scaled_loss
+from .sinkhorn import scaled_plan
 
 _PAR = dict(JIT_OPTIONS, parallel=True)
 _SER = dict(JIT_OPTIONS)
 
 __all__ = [
+    # kernels
     "uot_gibbs",
     "uot_fused_pass",
     "uot_col_update",
-    "uot_steps",
+    "uot_rule",
+    "uot_run",
     "uot_plan_stats",
     "uot_log_row_update",
-    "uot_log_steps",
+    "uot_log_run",
     "uot_log_plan_stats",
+    # launchers
+    "UotState",
+    "uot_steps",
+    "uot_scalings",
+    "uot_loss",
+    "uot_plan",
+    "uot_stats",
+    "UotLogState",
+    "uot_log_steps",
+    "uot_log_potentials",
+    "uot_log_loss",
+    "uot_log_stats",
 ]
+
+#: The launchers, the same in ``numbaot.cuda.unbalanced``.
+LAUNCHERS = ("UotState", "uot_steps", "uot_scalings", "uot_loss", "uot_plan", "uot_stats",
+             "UotLogState", "uot_log_steps", "uot_log_potentials", "uot_log_loss",
+             "uot_log_stats")
 
 
 # --------------------------------------------------------------------------
@@ -99,7 +123,7 @@ def _pow(x, e):
     return x ** e
 
 
-# The row-segment helpers (``_dot_rows``, ``_axpy_rows``) are those of the
+# The row-segment helpers (``dot_rows``, ``axpy_rows``) are those of the
 # balanced pass (``numbaot.cpu.sinkhorn``): with a float32 K and the float32
 # lane copy of v, products and the partial sums over one block of columns
 # (dot) or over a group of rows (axpy) are float32 (16 lanes per AVX-512
@@ -166,7 +190,7 @@ def uot_fused_pass(Kmat, a, vl, fi1, n_chunks, chunk_rows, Q, u, check, part):
             for k in range(K):
                 s[:] = 0.0
                 for j0 in range(0, m, cb):
-                    _dot_rows(Kmat, t0, nr, vl, k, j0, min(m, j0 + cb) - j0, s)
+                    dot_rows(Kmat, t0, nr, vl, k, j0, min(m, j0 + cb) - j0, s)
                 for r in range(nr):
                     aki = a[0, t0 + r] if shared_a else a[k, t0 + r]
                     x = _pow(aki / s[r], fi1)
@@ -182,14 +206,15 @@ def uot_fused_pass(Kmat, a, vl, fi1, n_chunks, chunk_rows, Q, u, check, part):
                         ok = False
                 for j0 in range(0, m, cb):
                     ln = min(m, j0 + cb) - j0
-                    _axpy_rows(w, Kmat, t0, nr, Qc, k, j0, ln, t0 == i0)
+                    axpy_rows(w, Kmat, t0, nr, Qc, k, j0, ln, t0 == i0)
         part[ch, 0] = du
         part[ch, 1] = mu
         part[ch, 2] = 1.0 if fin else 0.0
         part[ch, 3] = 1.0 if ok else 0.0
 
 
-_COLS = 256
+#: (problem, block of columns) work items of ``uot_col_update``
+_COLS = UOT_MERGE_COLS
 
 
 @njit(**_PAR)
@@ -260,18 +285,46 @@ def _col_max(part, col):
     return x
 
 
+#: Verdicts of :func:`uot_rule`.
+GO_ON = 0
+CONVERGED = 1
+FAILED = 2
+
+
 @njit(**_SER)
-def uot_steps(Kmat, a, b, u, v, fi1, fi2, n_chunks, chunk_rows, Q, q, n_steps,
-              stopThr, errs):
+def uot_rule(failed, du, mu, dv, mv, stopThr, errs, it):
+    """POT's per-iteration stopping rule of the unbalanced solvers
+    (``ot.unbalanced.sinkhorn_knopp_unbalanced``), once for every solver and
+    both devices (the CPU loops call it inside their compiled loop, the CUDA
+    launchers on the per-step parts read back from the device).
+
+    Iteration ``it`` either ``failed`` (K^T u has a zero or the scalings got
+    a NaN/inf): FAILED, no error is stored, the caller undoes the step and
+    stops; or its error err = (err_u + err_v) / 2, err_x = max|x - x_prev| /
+    max(max|x|, max|x_prev|, 1), from du = max|u - u_prev|, mu =
+    max(max|u|, max|u_prev|) and the same for v, is stored in ``errs[it]``
+    and the verdict is CONVERGED when err < stopThr, else GO_ON.
+    """
+    if failed:
+        return FAILED
+    err = 0.5 * (du / max(mu, 1.0) + dv / max(mv, 1.0))
+    errs[it] = err
+    if err < stopThr:
+        return CONVERGED
+    return GO_ON
+
+
+@njit(**_SER)
+def uot_run(Kmat, a, b, u, v, fi1, fi2, n_chunks, chunk_rows, Q, q, n_steps,
+            stopThr, errs):
     """Up to ``n_steps`` unbalanced Sinkhorn iterations in place (POT order).
 
     Each iteration: u = (a / K v)^fi1 and the chunk partials of K^T u in one
     read of K (``uot_fused_pass``), then q = K^T u and v = (b / q)^fi2
-    (``uot_col_update``).  As POT, an iteration where K^T u has a zero or u, v
-    get a NaN/inf is undone and the run stops; otherwise
-    err = (err_u + err_v) / 2 (relative sup-norm changes,
-    max|x - xprev| / max(max|x|, max|xprev|, 1)) is stored in ``errs[it]`` and
-    the run stops once err < stopThr.
+    (``uot_col_update``); then POT's stopping rule (:func:`uot_rule`): an
+    iteration where K^T u has a zero or u, v get a NaN/inf is undone and the
+    run stops; otherwise its err is stored in ``errs[it]`` and the run stops
+    once err < stopThr.
 
     A float32 K runs float32 lanes (``uot_fused_pass``) while u, v, the sums
     K v, K^T u stay in the ranges where float32 products lose nothing
@@ -313,15 +366,14 @@ def uot_steps(Kmat, a, b, u, v, fi1, fi2, n_chunks, chunk_rows, Q, q, n_steps,
             uot_col_update(Q, b, fi2, v, vprev, vl, q, False, pv)
         if narrow and not _all_set(pv, 4):
             narrow = False
-        if not _all_set(pu, 2) or _col_max(pv, 0) != 0.0:
+        failed = not _all_set(pu, 2) or _col_max(pv, 0) != 0.0
+        verdict = uot_rule(failed, _col_max(pu, 0), _col_max(pu, 1), _col_max(pv, 1),
+                           _col_max(pv, 2), stopThr, errs, it)
+        if verdict == FAILED:
             u[:, :] = uprev
             v[:, :] = vprev
             return it, True
-        err_u = _col_max(pu, 0) / max(_col_max(pu, 1), 1.0)
-        err_v = _col_max(pv, 1) / max(_col_max(pv, 2), 1.0)
-        err = 0.5 * (err_u + err_v)
-        errs[it] = err
-        if err < stopThr:
+        if verdict == CONVERGED:
             return it + 1, False
     return n_steps, False
 
@@ -399,29 +451,31 @@ def uot_log_row_update(M0, c, gv, la, fi1, out):
 
 
 @njit(**_SER)
-def _log_rel_change(x, xprev):
-    """max|x - xprev| / max(max|x|, max|xprev|, 1) over the finite entries."""
+def _log_change(x, xprev):
+    """(max|x - xprev|, max(max|x|, max|xprev|)) over the entries finite in
+    both."""
     d = 0.0
-    mx = 1.0
+    mx = 0.0
     for k in range(x.shape[0]):
         for j in range(x.shape[1]):
             if np.isfinite(x[k, j]) and np.isfinite(xprev[k, j]):
                 d = max(d, abs(x[k, j] - xprev[k, j]))
                 mx = max(mx, abs(x[k, j]), abs(xprev[k, j]))
-    return d / mx
+    return d, mx
 
 
 @njit(**_SER)
-def uot_log_steps(M0, c, ga, gb, la, lb, fi1, fi2, logu, logv, n_chunks, chunk_rows,
-                  n_steps, stopThr, errs):
+def uot_log_run(M0, c, ga, gb, la, lb, fi1, fi2, logu, logv, n_chunks, chunk_rows,
+                n_steps, stopThr, errs):
     """Up to ``n_steps`` log-domain unbalanced iterations in place.
 
     With log-kernel c M0_ij + ga[k, i] + gb[k, j] (c = -1/reg):
     log u = fi1 (la - ga - LSE_j(c M0 + gb + log v)),
-    log v = fi2 (lb - gb - LSE_i(c M0 + ga + log u)); err = half the sum of
-    the relative sup-norm changes of log u and log v.  Returns
-    (iterations run, failed) (failed: a NaN appeared; the step is undone).
-    Vector arrays may have one shared row (leading dimension 1).
+    log v = fi2 (lb - gb - LSE_i(c M0 + ga + log u)); then POT's stopping
+    rule (:func:`uot_rule`) on the log-scalings (their finite entries): a
+    step that gives a NaN fails and is undone.  Returns (iterations run,
+    failed) as :func:`uot_run`.  Vector arrays may have one shared row
+    (leading dimension 1).
     """
     K = logu.shape[0]
     n = logu.shape[1]
@@ -473,13 +527,14 @@ def uot_log_steps(M0, c, ga, gb, la, lb, fi1, fi2, logu, logv, n_chunks, chunk_r
             for i in range(n):
                 if np.isnan(logu[k, i]):
                     bad = True
-        if bad:
+        du, mu = _log_change(logu, uprev)
+        dv, mv = _log_change(logv, vprev)
+        verdict = uot_rule(bad, du, mu, dv, mv, stopThr, errs, it)
+        if verdict == FAILED:
             logu[:, :] = uprev
             logv[:, :] = vprev
             return it, True
-        err = 0.5 * (_log_rel_change(logu, uprev) + _log_rel_change(logv, vprev))
-        errs[it] = err
-        if err < stopThr:
+        if verdict == CONVERGED:
             return it + 1, False
     return n_steps, False
 
@@ -519,3 +574,165 @@ def uot_log_plan_stats(M0, M, c, fu, fv, C, ca, cb, use_mat, write_plan, plan,
     for ch in range(n_chunks):
         out[0] += part[ch, 0]
         out[1] += part[ch, 1]
+
+
+# --------------------------------------------------------------------------
+# Launchers: the same names, signatures and returns as numbaot.cuda.unbalanced
+# --------------------------------------------------------------------------
+def _run_steps(run, args, n_steps, errs):
+    """Run a compiled loop ``run(*args, n_steps, ..., buffer)`` and append the
+    errors of its completed iterations to the list ``errs``."""
+    buf = np.empty(max(n_steps, 1))
+    nit, failed = run(*args, buf)
+    errs.extend(buf[:nit])
+    return nit, failed
+
+
+def _stats(kernel, args, shape, dtype, want_plan):
+    """Plan (if wanted) and its statistics by ``kernel`` (``uot_plan_stats``
+    or ``uot_log_plan_stats``), one problem."""
+    dim_a, dim_b = shape
+    n_chunks, chunk_rows = chunk_layout(dim_a, 1, dim_b)
+    plan = np.empty(shape, dtype=dtype) if want_plan else np.empty((1, 1), dtype=dtype)
+    rows = np.empty(dim_a)
+    cols = np.empty(dim_b)
+    Qc = np.empty((n_chunks, 1, dim_b))
+    out = np.empty(2)
+    kernel(*args, want_plan, plan, n_chunks, chunk_rows, rows, Qc, cols, out)
+    return (plan if want_plan else None), rows, cols, out
+
+
+class UotState:
+    """State of a (batched) multiplicative unbalanced Sinkhorn run on the CPU.
+
+    Parameters
+    ----------
+    M : ndarray (dim_a, dim_b), float32 or float64, C order
+        Cost matrix (its dtype is K's: a float32 K runs float32 lanes).
+    reg : float
+        Entropic regularisation; K = exp(-M / reg) * (C or ca cb^T) is formed once.
+    ca, cb : ndarray (dim_a,), (dim_b,), float64
+        Rank-one reference measure (a b^T for 'kl', ones for 'entropy' and 2-D b).
+    C : ndarray (dim_a, dim_b) float64, or a (1, 1) placeholder
+        Explicit reference measure, used when ``use_mat``.
+    use_mat : bool
+    a : ndarray (1 or n_problems, dim_a), float64
+        Source weights (one row shared by all problems, or one per problem).
+    b : ndarray (1 or n_problems, dim_b), float64
+        Target weights.
+    u, v : ndarray (n_problems, dim_a), (n_problems, dim_b), float64
+        Initial scalings; the state takes ownership.
+    fi1, fi2 : float
+        Exponents reg_m / (reg_m + reg) (1 for an infinite reg_m).
+    """
+
+    def __init__(self, M, reg, ca, cb, C, use_mat, a, b, u, v, fi1, fi2):
+        dim_a, dim_b = M.shape
+        n_problems = u.shape[0]
+        self.M = M
+        self.ca, self.cb, self.C, self.use_mat = ca, cb, C, use_mat
+        self.a, self.b, self.u, self.v = a, b, u, v
+        self.fi1, self.fi2 = fi1, fi2
+        self.Kmat = np.empty(M.shape, dtype=M.dtype)
+        uot_gibbs(M, -1.0 / reg, ca, cb, C, use_mat, self.Kmat)
+        self.n_chunks, self.chunk_rows = chunk_layout(dim_a, n_problems, dim_b)
+        self.Q = np.empty((self.n_chunks, n_problems, dim_b))
+        self.q = np.empty((n_problems, dim_b))
+
+
+def uot_steps(st, n_steps, stopThr, errs):
+    """Up to ``n_steps`` iterations u = (a / K v)^fi1, v = (b / K^T u)^fi2
+    under POT's per-iteration stopping rule (:func:`uot_rule`).  Appends the
+    error of every completed iteration to the list ``errs``.  Returns
+    (iterations run, failed); on failure the first value is the index of the
+    failing iteration (undone, no error stored)."""
+    return _run_steps(uot_run, (st.Kmat, st.a, st.b, st.u, st.v, st.fi1, st.fi2, st.n_chunks,
+                                st.chunk_rows, st.Q, st.q, n_steps, stopThr), n_steps, errs)
+
+
+def uot_scalings(st):
+    """(u, v) as host arrays (n_problems, dim_a), (n_problems, dim_b), float64."""
+    return st.u, st.v
+
+
+def uot_loss(st):
+    """<plan_k, M>_F of every problem, host array (n_problems,) (the plans
+    are not formed)."""
+    loss = np.empty(st.u.shape[0])
+    scaled_loss(st.Kmat, st.M, st.u, st.v, st.n_chunks, st.chunk_rows, loss)
+    return loss
+
+
+def uot_plan(st):
+    """The plan diag(u) K diag(v) of the first problem, (dim_a, dim_b), dtype of M."""
+    plan = np.empty(st.Kmat.shape, dtype=st.Kmat.dtype)
+    scaled_plan(st.Kmat, st.u[0], st.v[0], plan)
+    return plan
+
+
+def uot_stats(st, want_plan):
+    """The first problem's plan (dtype of M; None unless ``want_plan``), its
+    row and column sums (host float64 (dim_a,), (dim_b,)) and host float64
+    [<plan, M>, sum plan log(plan / c + 1e-16)] (POT's ``kl_div(plan, c)``)."""
+    return _stats(uot_plan_stats, (st.Kmat, st.M, st.u[0], st.v[0], st.C, st.ca, st.cb,
+                                   st.use_mat), st.M.shape, st.M.dtype, want_plan)
+
+
+class UotLogState:
+    """State of a (batched) log-domain unbalanced Sinkhorn run on the CPU.
+
+    Same parameters as :class:`UotState`, except that ``u``, ``v`` are the
+    initial log-scalings.  The log-kernel is c M0_ij + ga_i + gb_j with
+    c = -1 / reg: M0 = M - reg log C (formed here) and ga = gb = 0 with an
+    explicit C; else M0 = M, ga = log ca, gb = log cb.
+    """
+
+    def __init__(self, M, reg, ca, cb, C, use_mat, a, b, u, v, fi1, fi2):
+        dim_a, dim_b = M.shape
+        n_problems = u.shape[0]
+        self.M = M
+        self.c = -1.0 / reg
+        self.ca, self.cb, self.C, self.use_mat = ca, cb, C, use_mat
+        with np.errstate(divide="ignore"):
+            if use_mat:
+                self.M0 = np.ascontiguousarray(M - reg * np.log(C), dtype=M.dtype)
+                ga, gb = np.zeros((1, dim_a)), np.zeros((1, dim_b))
+            else:
+                self.M0 = M
+                ga, gb = np.log(ca).reshape(1, -1), np.log(cb).reshape(1, -1)
+            self.la, self.lb = np.log(a), np.log(b)
+        self.ga, self.gb = np.ascontiguousarray(ga), np.ascontiguousarray(gb)
+        self.u, self.v = u, v
+        self.fi1, self.fi2 = fi1, fi2
+        self.n_chunks, self.chunk_rows = chunk_layout(dim_a, n_problems, dim_b)
+
+
+def uot_log_steps(st, n_steps, stopThr, errs):
+    """Up to ``n_steps`` log-domain iterations log u = fi1 (log a - LSE_j(log K
+    + log v)), log v = fi2 (log b - LSE_i(log K + log u)) under POT's
+    stopping rule (:func:`uot_rule`) on the log-scalings.  ``errs`` and the
+    returns as :func:`uot_steps`."""
+    return _run_steps(uot_log_run, (st.M0, st.c, st.ga, st.gb, st.la, st.lb, st.fi1, st.fi2,
+                                    st.u, st.v, st.n_chunks, st.chunk_rows, n_steps, stopThr),
+                      n_steps, errs)
+
+
+def uot_log_potentials(st):
+    """(log u, log v) as host arrays (n_problems, dim_a), (n_problems, dim_b), float64."""
+    return st.u, st.v
+
+
+def uot_log_loss(st):
+    """<plan_k, M>_F of every problem, host array (n_problems,)."""
+    loss = np.empty(st.u.shape[0])
+    gibbs_loss(st.M, st.c, np.ascontiguousarray(st.u + st.ga), np.ascontiguousarray(st.v + st.gb),
+               st.n_chunks, st.chunk_rows, loss)
+    return loss
+
+
+def uot_log_stats(st, want_plan):
+    """:func:`uot_stats` for the log domain: plan_ij = exp(c M0_ij + log u_i
+    + ga_i + log v_j + gb_j)."""
+    fu, fv = st.u[0] + st.ga[0], st.v[0] + st.gb[0]
+    return _stats(uot_log_plan_stats, (st.M0, st.M, st.c, fu, fv, st.C, st.ca, st.cb,
+                                       st.use_mat), st.M.shape, st.M.dtype, want_plan)

@@ -1,4 +1,8 @@
-"""CUDA kernels of unbalanced entropic OT, mirroring ``numbaot/cpu/unbalanced.py``.
+"""CUDA kernels of unbalanced entropic OT and their launchers, mirroring
+``numbaot/cpu/unbalanced.py``: the launchers (``LAUNCHERS``) have the same
+names, signatures and returns; POT's stopping rule is the CPU's
+(``numbaot.cpu.unbalanced.uot_rule``), applied on the host to the per-step
+parts the kernels leave on the device.
 
 Conventions (as ``numbaot.cuda.sinkhorn``)
 ------------------------------------------
@@ -36,12 +40,22 @@ import numpy as np
 from numba import cuda
 
 from .. import _config
+from ..cpu.unbalanced import CONVERGED, FAILED, GO_ON, uot_rule
+from . import sinkhorn as _cs
 from ._launch import col_launch as _col_launch
 from ._launch import col_layout as _col_layout
 from ._launch import grid2, grid_problems, per_dtype, threads
 from ._reduce import make_reductions
 from ._registry import device, kernel
 
+__all__ = ["uot_gibbs", "UotState", "uot_steps", "uot_scalings", "uot_loss", "uot_plan",
+           "uot_stats", "UotLogState", "uot_log_steps", "uot_log_potentials", "uot_log_loss",
+           "uot_log_stats"]
+
+#: The launchers, the same in ``numbaot.cpu.unbalanced``.
+LAUNCHERS = ("UotState", "uot_steps", "uot_scalings", "uot_loss", "uot_plan", "uot_stats",
+             "UotLogState", "uot_log_steps", "uot_log_potentials", "uot_log_loss",
+             "uot_log_stats")
 
 
 def _build(dt):
@@ -393,39 +407,116 @@ def _fused(shape):
 
 
 # --------------------------------------------------------------------------
-# host launchers (names as in numbaot/cpu/unbalanced.py)
+# host launchers (names, signatures and returns as numbaot.cpu.unbalanced)
 # --------------------------------------------------------------------------
+def _dev(x, dt):
+    return cuda.to_device(np.ascontiguousarray(x, dtype=dt))
+
+
 def uot_gibbs(M, c, ca, cb, C, use_mat, out):
     """out = exp(c M) * (C or ca cb^T) (device arrays of out's dtype)."""
     grid, block = _grid2(M.shape)
     _k("uot_gibbs", out.dtype)[grid, block](M, out.dtype.type(c), ca, cb, C, int(use_mat), out)
 
 
-class UotState:
-    """Device state of a (batched) unbalanced multiplicative run."""
+def _snapshot(st):
+    snap = []
+    for x in (st.u, st.v):
+        y = cuda.device_array_like(x)
+        y.copy_to_device(x)
+        snap.append(y)
+    return snap
 
-    def __init__(self, Kmat, a, b, u, v, fi1, fi2):
-        dt = Kmat.dtype
-        self.Kmat, self.a, self.b, self.u, self.v = Kmat, a, b, u, v
+
+def _restore(st, snap):
+    for x, y in zip((st.u, st.v), snap):
+        x.copy_to_device(y)
+
+
+def _blocked_steps(st, run, n_steps, stopThr, errs):
+    """Up to ``n_steps`` iterations under POT's per-iteration rule
+    (``uot_rule``): blocks of up to 10 steps run on the device (``run(st, nb,
+    fail, parts)``), which flags failing steps and stores each step's
+    per-problem max-norm parts of err; the host reads them once per block,
+    applies the rule step by step (all problems together, as POT) and, on a
+    failure or on convergence inside a block, replays the block from a
+    snapshot up to the right step.  Returns (iterations run, failed)."""
+    K = st.v.shape[0]
+    dt = st.v.dtype
+    buf = np.empty(10)
+    done = 0
+    while done < n_steps:
+        nb = min(10, n_steps - done)
+        fail = cuda.to_device(np.zeros(nb, dtype=np.int32))
+        parts = cuda.device_array((nb, K, 4), dtype=dt)
+        snap = _snapshot(st)
+        run(st, nb, fail, parts)
+        flags = fail.copy_to_host()
+        ph = parts.copy_to_host().astype(np.float64).max(axis=1)
+        verdict = GO_ON
+        s = nb
+        for i in range(nb):
+            verdict = uot_rule(bool(flags[i]), ph[i, 0], ph[i, 1], ph[i, 2], ph[i, 3], stopThr,
+                               buf, i)
+            if verdict != GO_ON:
+                s = i
+                break
+        keep = s + 1 if verdict == CONVERGED else s
+        errs.extend(buf[:keep])
+        if verdict == GO_ON:
+            done += nb
+            continue
+        if keep < nb:
+            _restore(st, snap)
+            if keep:
+                run(st, keep, cuda.to_device(np.zeros(keep, dtype=np.int32)),
+                    cuda.device_array((keep, K, 4), dtype=dt))
+        return done + keep, verdict == FAILED
+    return n_steps, False
+
+
+def _plan_stats(rows_kernel, col_kernel, rows_args, col_args, shape, dt, want_plan):
+    """The plan (a device array, None unless ``want_plan``) and its row sums,
+    column sums and [<plan, M>, KL] (host float64) of one problem: a block per
+    row, column sums by chunks of rows."""
+    n, m = shape
+    plan = cuda.device_array(shape if want_plan else (1, 1), dtype=dt)
+    rowpart = cuda.device_array((3, n), dtype=dt)
+    _k(rows_kernel, dt)[n, _tpb()](*rows_args, int(want_plan), plan, rowpart)
+    n_chunks, chunk_rows = _col_layout(n)
+    P = cuda.device_array((1, n_chunks, m), dtype=dt)
+    grid, block = _col_launch(shape, 1, n_chunks)
+    _k(col_kernel, dt)[grid, block](*col_args, chunk_rows, P)
+    rp = rowpart.copy_to_host().astype(np.float64)
+    cols = P.copy_to_host()[0].astype(np.float64).sum(axis=0)
+    return (plan if want_plan else None), rp[0], cols, np.array([rp[1].sum(), rp[2].sum()])
+
+
+class UotState:
+    """Device state of a (batched) multiplicative unbalanced run.
+
+    Same constructor as ``numbaot.cpu.unbalanced.UotState``: ``M`` is the
+    C-contiguous device cost matrix (its dtype is the computation's: float32
+    problems run float32 arithmetic); ``ca``, ``cb``, ``C``, ``a``, ``b``,
+    ``u``, ``v`` are host float64 arrays, copied to the device in M's dtype;
+    K = exp(-M / reg) * (C or ca cb^T) is formed on the device.
+    """
+
+    def __init__(self, M, reg, ca, cb, C, use_mat, a, b, u, v, fi1, fi2):
+        dt = M.dtype
+        self.M = M
+        self.use_mat = use_mat
+        self.ca, self.cb, self.C = _dev(ca, dt), _dev(cb, dt), _dev(C, dt)
+        self.Kmat = cuda.device_array(M.shape, dtype=dt)
+        uot_gibbs(M, -1.0 / reg, self.ca, self.cb, self.C, use_mat, self.Kmat)
+        self.a, self.b, self.u, self.v = _dev(a, dt), _dev(b, dt), _dev(u, dt), _dev(v, dt)
         self.fi1, self.fi2 = dt.type(fi1), dt.type(fi2)
         K, m = v.shape
-        self.uprev = cuda.device_array_like(u)
-        self.vprev = cuda.device_array_like(v)
+        self.uprev = cuda.device_array_like(self.u)
+        self.vprev = cuda.device_array_like(self.v)
         self.q = cuda.device_array((K, m), dtype=dt)
-        self.n_chunks, self.chunk_rows = _col_layout(Kmat.shape[0])
+        self.n_chunks, self.chunk_rows = _col_layout(M.shape[0])
         self.P = cuda.device_array((K, self.n_chunks, m), dtype=dt)
-
-    def snapshot(self):
-        snap = []
-        for x in (self.u, self.v):
-            y = cuda.device_array_like(x)
-            y.copy_to_device(x)
-            snap.append(y)
-        return snap
-
-    def restore(self, snap):
-        for x, y in zip((self.u, self.v), snap):
-            x.copy_to_device(y)
 
 
 def _run(st, n_steps, fail, parts):
@@ -441,9 +532,7 @@ def _run(st, n_steps, fail, parts):
     row = _k("uot_row_update", dt)[(n, _gk(K)), t]
     cgrid, cblock = _col_launch(st.Kmat.shape, K, st.n_chunks)
     # K^T u: the balanced solver's coalesced chunk-partial kernel (all active)
-    from . import sinkhorn as _cs
-
-    colp = _cs._k("knopp_col_partial", dt)[cgrid, cblock]
+    colp = _cs.kernel("knopp_col_partial", dt)[cgrid, cblock]
     all_active = cuda.to_device(np.ones(K, dtype=np.uint8))
     colf = _k("uot_col_finish", dt)[((m + t - 1) // t, _gk(K)), t]
     errk = _k("uot_err_parts", dt)[_gk(K), t]
@@ -456,87 +545,92 @@ def _run(st, n_steps, fail, parts):
         errk(st.u, st.uprev, st.v, st.vprev, parts, s)
 
 
-def _blocked_steps(st, run, n_steps, stopThr, errs):
-    """Host side of POT's per-iteration stopping rule: blocks of up to 10
-    steps run on the device (``run(st, nb, fail, parts)``), which flags
-    failing steps and stores the per-problem max-norm parts of each step's
-    err; the host reads them once per block, appends err = (err_u + err_v) / 2
-    (all problems together, as POT) to ``errs`` and, on a failure or on
-    convergence inside a block, replays the block from a snapshot up to the
-    right step.  Returns (iterations run, failed)."""
-    K = st.v.shape[0]
-    dt = st.v.dtype
-    done = 0
-    while done < n_steps:
-        nb = min(10, n_steps - done)
-        fail = cuda.to_device(np.zeros(nb, dtype=np.int32))
-        parts = cuda.device_array((nb, K, 4), dtype=dt)
-        snap = st.snapshot()
-        run(st, nb, fail, parts)
-        flags = fail.copy_to_host()
-        ph = parts.copy_to_host().astype(np.float64)
-        first_fail = int(np.flatnonzero(flags)[0]) if flags.any() else nb
-        stop = None
-        for s in range(first_fail):
-            err = 0.5 * (ph[s, :, 0].max() / max(ph[s, :, 1].max(), 1.0)
-                         + ph[s, :, 2].max() / max(ph[s, :, 3].max(), 1.0))
-            errs.append(err)
-            if err < stopThr:
-                stop = s + 1
-                break
-        if stop is not None or first_fail < nb:
-            keep = stop if stop is not None else first_fail
-            if keep < nb:
-                st.restore(snap)
-                if keep:
-                    run(st, keep, cuda.to_device(np.zeros(keep, dtype=np.int32)),
-                        cuda.device_array((keep, K, 4), dtype=dt))
-            if stop is not None:
-                return done + stop, False
-            return done + first_fail, True
-        done += nb
-    return n_steps, False
-
-
 def uot_steps(st, n_steps, stopThr, errs):
-    """Up to ``n_steps`` multiplicative iterations (mirror of
-    ``numbaot.cpu.unbalanced.uot_steps``; see ``_blocked_steps``).  Returns
-    (iterations run, failed) as the CPU kernel; ``errs`` (a list) gets one
-    err per completed iteration."""
+    """Up to ``n_steps`` multiplicative iterations u = (a / K v)^fi1 (a block
+    per (row, problem)), K^T u (coalesced column tiles, chunk partials merged
+    in chunk order), v = (b / K^T u)^fi2, or one launch per block of steps
+    for small problems, under POT's per-iteration rule (``_blocked_steps``).
+    ``errs`` and the returns as ``numbaot.cpu.unbalanced.uot_steps``."""
     return _blocked_steps(st, _run, n_steps, stopThr, errs)
 
 
-class UotLogState:
-    """Device state of a (batched) log-domain unbalanced run: log-kernel
-    c M0_ij + ga_i + gb_j; la = log a - ga, lb = log b - gb (-inf where the
-    weight is 0); log-scalings u (K, dim_a), v (K, dim_b)."""
+def uot_scalings(st):
+    """(u, v) as host arrays (n_problems, dim_a), (n_problems, dim_b), float64."""
+    return st.u.copy_to_host().astype(np.float64), st.v.copy_to_host().astype(np.float64)
 
-    def __init__(self, M0, c, ga, gb, la, lb, u, v, fi1, fi2):
-        dt = M0.dtype
-        self.M0, self.c = M0, dt.type(c)
-        self.ga, self.gb, self.la, self.lb = ga, gb, la, lb
-        self.u, self.v = u, v
+
+def uot_loss(st):
+    """<plan_k, M>_F of every problem, host array (n_problems,) in the
+    computation's dtype (the plans are not formed)."""
+    loss = cuda.device_array(st.v.shape[0], dtype=st.M.dtype)
+    _cs.scaled_loss(st.Kmat, st.M, st.u, st.v, loss)
+    return loss.copy_to_host()
+
+
+def uot_plan(st):
+    """The plan diag(u) K diag(v) of the first problem, a device array
+    (dim_a, dim_b) of M's dtype."""
+    plan = cuda.device_array(st.M.shape, dtype=st.M.dtype)
+    _cs.scaled_plan(st.Kmat, st.u[0], st.v[0], plan)
+    return plan
+
+
+def uot_stats(st, want_plan):
+    """The first problem's plan (a device array; None unless ``want_plan``),
+    its row and column sums (host float64 (dim_a,), (dim_b,); O(dim) copies)
+    and host float64 [<plan, M>, sum plan log(plan / c + 1e-16)]."""
+    u, v = st.u[0], st.v[0]
+    return _plan_stats("uot_plan_rows", "uot_plan_col_partial",
+                       (st.Kmat, st.M, u, v, st.C, st.ca, st.cb, int(st.use_mat)),
+                       (st.Kmat, u, v), st.M.shape, st.M.dtype, want_plan)
+
+
+class UotLogState:
+    """Device state of a (batched) log-domain unbalanced run.
+
+    Same constructor as ``numbaot.cpu.unbalanced.UotLogState`` (``u``, ``v``:
+    initial log-scalings).  Log-kernel c M0_ij + ga_i + gb_j; with an explicit
+    ``C``, M0 = M - reg log C is formed on the host (one dim_a x dim_b copy
+    each way); la = log a - ga, lb = log b - gb (-inf where the weight is 0).
+    """
+
+    def __init__(self, M, reg, ca, cb, C, use_mat, a, b, u, v, fi1, fi2):
+        dt = M.dtype
+        K = u.shape[0]
+        dim_a, dim_b = M.shape
+        self.M = M
+        self.c = dt.type(-1.0 / reg)
+        self.use_mat = use_mat
+        with np.errstate(divide="ignore"):
+            if use_mat:
+                self.M0 = _dev(M.copy_to_host() - reg * np.log(C), dt)
+                ga, gb = np.zeros((1, dim_a)), np.zeros((1, dim_b))
+            else:
+                self.M0 = M
+                ga, gb = np.log(ca).reshape(1, -1), np.log(cb).reshape(1, -1)
+            la = np.log(a) - ga
+            la[np.log(a) == -np.inf] = -np.inf
+            lb = np.broadcast_to(np.log(b) - gb, (K, dim_b)).copy()
+            lb[np.broadcast_to(b, (K, dim_b)) == 0] = -np.inf
+        self.ga_host, self.gb_host = ga, gb
+        self.ga, self.gb, self.la, self.lb = _dev(ga, dt), _dev(gb, dt), _dev(la, dt), _dev(lb, dt)
+        self.ca, self.cb, self.C = _dev(ca, dt), _dev(cb, dt), _dev(C, dt)
+        self.u, self.v = _dev(u, dt), _dev(v, dt)
         self.fi1, self.fi2 = dt.type(fi1), dt.type(fi2)
-        K, m = v.shape
-        n = u.shape[1]
-        self.uprev = cuda.device_array_like(u)
-        self.vprev = cuda.device_array_like(v)
-        self.gu = cuda.device_array((K, n), dtype=dt)
+        m = dim_b
+        self.uprev = cuda.device_array_like(self.u)
+        self.vprev = cuda.device_array_like(self.v)
+        self.gu = cuda.device_array((K, dim_a), dtype=dt)
         self.gv = cuda.device_array((K, m), dtype=dt)
         self.vnext = cuda.device_array((K, m), dtype=dt)
         self.q = cuda.device_array((K, m), dtype=dt)
         self.active = cuda.to_device(np.ones(K, dtype=np.uint8))
-        self.n_chunks, self.chunk_rows = _col_layout(M0.shape[0])
+        self.n_chunks, self.chunk_rows = _col_layout(dim_a)
         self.PM = cuda.device_array((K, self.n_chunks, m), dtype=dt)
         self.PS = cuda.device_array((K, self.n_chunks, m), dtype=dt)
 
-    snapshot = UotState.snapshot
-    restore = UotState.restore
-
 
 def _log_run(st, n_steps, fail, parts):
-    from . import sinkhorn as _cs
-
     dt = st.M0.dtype
     K, m = st.v.shape
     n = st.M0.shape[0]
@@ -545,10 +639,10 @@ def _log_run(st, n_steps, fail, parts):
     vgrid = ((m + t - 1) // t, _gk(K))
     shift = _k("uot_log_shift", dt)
     scale = _k("uot_log_scale", dt)
-    row = _cs._k("log_row_lse", dt)[(n, _gk(K)), t]
+    row = _cs.kernel("log_row_lse", dt)[(n, _gk(K)), t]
     cgrid, cblock = _col_launch(st.M0.shape, K, st.n_chunks)
-    colp = _cs._k("log_col_partial", dt)[cgrid, cblock]
-    colf = _cs._k("log_col_finish", dt)[vgrid, t]
+    colp = _cs.kernel("log_col_partial", dt)[cgrid, cblock]
+    colf = _cs.kernel("log_col_finish", dt)[vgrid, t]
     errk = _k("uot_log_err_parts", dt)[_gk(K), t]
     for s in range(n_steps):
         st.uprev.copy_to_device(st.u)
@@ -564,44 +658,43 @@ def _log_run(st, n_steps, fail, parts):
 
 
 def uot_log_steps(st, n_steps, stopThr, errs):
-    """Up to ``n_steps`` log-domain iterations (mirror of
-    ``numbaot.cpu.unbalanced.uot_log_steps``): log u = fi1 (la - LSE_j(c M0
+    """Up to ``n_steps`` log-domain iterations log u = fi1 (la - LSE_j(c M0
     + gb + log v)), log v = fi2 (lb - LSE_i(c M0 + ga + log u)), the
     logsumexps by numbaot.cuda.sinkhorn's row (block per row, warp-shuffle
     (max, sum) merges) and coalesced column-tile kernels (chunk pairs merged
-    in chunk order).  err on the finite log-scalings, as the CPU."""
+    in chunk order), under POT's per-iteration rule on the finite
+    log-scalings.  ``errs`` and the returns as
+    ``numbaot.cpu.unbalanced.uot_log_steps``."""
     return _blocked_steps(st, _log_run, n_steps, stopThr, errs)
 
 
-def uot_log_plan_stats(M0, M, c, fu, fv, C, ca, cb, use_mat, write_plan, plan):
-    """``uot_plan_stats`` for plan_ij = exp(c M0_ij + fu_i + fv_j)."""
-    dt = M0.dtype
-    n, m = M0.shape
-    rowpart = cuda.device_array((3, n), dtype=dt)
-    _k("uot_log_plan_rows", dt)[n, _tpb()](M0, M, dt.type(c), fu, fv, C, ca, cb, int(use_mat),
-                                           int(write_plan), plan, rowpart)
-    n_chunks, chunk_rows = _col_layout(n)
-    P = cuda.device_array((1, n_chunks, m), dtype=dt)
-    grid, block = _col_launch(M0.shape, 1, n_chunks)
-    _k("uot_log_plan_col_partial", dt)[grid, block](M0, dt.type(c), fu, fv, chunk_rows, P)
-    rp = rowpart.copy_to_host().astype(np.float64)
-    cols = P.copy_to_host()[0].astype(np.float64).sum(axis=0)
-    return rp[0], cols, np.array([rp[1].sum(), rp[2].sum()])
+def uot_log_potentials(st):
+    """(log u, log v) as host arrays (n_problems, dim_a), (n_problems, dim_b), float64."""
+    return st.u.copy_to_host().astype(np.float64), st.v.copy_to_host().astype(np.float64)
 
 
-def uot_plan_stats(Kmat, M, u, v, C, ca, cb, use_mat, write_plan, plan):
-    """Mirror of the CPU ``uot_plan_stats`` for one problem (u (dim_a,),
-    v (dim_b,) device arrays).  Returns host float64 (rows, cols, [<plan, M>,
-    sum plan log(plan / c + 1e-16)]); rows/cols are O(dim) copies."""
-    dt = Kmat.dtype
-    n, m = Kmat.shape
-    rowpart = cuda.device_array((3, n), dtype=dt)
-    _k("uot_plan_rows", dt)[n, _tpb()](Kmat, M, u, v, C, ca, cb, int(use_mat),
-                                       int(write_plan), plan, rowpart)
-    n_chunks, chunk_rows = _col_layout(n)
-    P = cuda.device_array((1, n_chunks, m), dtype=dt)
-    grid, block = _col_launch(Kmat.shape, 1, n_chunks)
-    _k("uot_plan_col_partial", dt)[grid, block](Kmat, u, v, chunk_rows, P)
-    rp = rowpart.copy_to_host().astype(np.float64)
-    cols = P.copy_to_host()[0].astype(np.float64).sum(axis=0)
-    return rp[0], cols, np.array([rp[1].sum(), rp[2].sum()])
+def _log_shifted(st):
+    """Host float64 log u + ga, log v + gb (n_problems, dim)."""
+    u, v = uot_log_potentials(st)
+    return u + st.ga_host, v + st.gb_host
+
+
+def uot_log_loss(st):
+    """<plan_k, M>_F of every problem, host array (n_problems,) in the
+    computation's dtype."""
+    dt = st.M.dtype
+    fu, fv = _log_shifted(st)
+    loss = cuda.device_array(st.v.shape[0], dtype=dt)
+    _cs.gibbs_loss(st.M, st.c, _dev(fu, dt), _dev(fv, dt), loss)
+    return loss.copy_to_host()
+
+
+def uot_log_stats(st, want_plan):
+    """``uot_stats`` for the log domain: plan_ij = exp(c M0_ij + log u_i + ga_i
+    + log v_j + gb_j)."""
+    dt = st.M.dtype
+    fu, fv = _log_shifted(st)
+    fu, fv = _dev(fu[0], dt), _dev(fv[0], dt)
+    return _plan_stats("uot_log_plan_rows", "uot_log_plan_col_partial",
+                       (st.M0, st.M, st.c, fu, fv, st.C, st.ca, st.cb, int(st.use_mat)),
+                       (st.M0, st.c, fu, fv), st.M.shape, dt, want_plan)

@@ -147,3 +147,85 @@ def test_unsupported_method_on_gpu(cuda, rng):
     with pytest.raises(TypeError, match="host"):
         nu.sinkhorn_unbalanced(cuda.to_device(a), cuda.to_device(b), cuda.to_device(M), 0.1, 1.0,
                                method="sinkhorn_stabilized")
+
+
+def _launch_pair(log_domain, a, b, M, reg, reg_m, C=None, n_problems=None):
+    """The CPU and the CUDA launcher state of one problem, from the same host
+    float64 inputs (the contract: same constructor, same launchers)."""
+    from numba import cuda
+
+    from numbaot.cpu import unbalanced as ku
+    from numbaot.cuda import unbalanced as gu
+
+    fi = [r / (r + reg) for r in reg_m]
+    use_mat = C is not None
+    Cm = C if use_mat else np.zeros((1, 1))
+    bb = b.reshape(1, -1) if b.ndim == 1 else np.ascontiguousarray(b.T)
+    K = bb.shape[0]
+    init = np.zeros if log_domain else np.ones
+    states = []
+    for mod, Mx in ((ku, M), (gu, cuda.to_device(M))):
+        cls = mod.UotLogState if log_domain else mod.UotState
+        ca, cb = (a, b) if b.ndim == 1 else (np.ones(a.size), np.ones(M.shape[1]))
+        states.append((mod, cls(Mx, reg, ca, cb, Cm, use_mat, a.reshape(1, -1), bb,
+                                init((K, M.shape[0])), init((K, M.shape[1])), *fi)))
+    return states
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
+@pytest.mark.parametrize("log_domain", [False, True])
+def test_launcher_contract_matches_cpu(cuda, rng, path, log_domain):
+    """The same launchers on both devices: (iterations, failed), the error
+    list (appended per completed iteration, convergence inside a block of 10
+    replayed to the right step), scalings, losses, plan statistics."""
+    a, b, M = _problem(rng, n=5, m=6)
+    C = rng.uniform(0.5, 2.0, size=M.shape)
+    pair = _launch_pair(log_domain, a, b, M, 0.3, (0.7, 1.5), C=C)
+    res = []
+    for mod, st in pair:
+        steps = mod.uot_log_steps if log_domain else mod.uot_steps
+        scal = mod.uot_log_potentials if log_domain else mod.uot_scalings
+        stats = mod.uot_log_stats if log_domain else mod.uot_stats
+        errs = []
+        first = steps(st, 4, 0.0, errs)
+        second = steps(st, 100, 1e-4, errs)
+        u, v = scal(st)
+        plan, rows, cols, out = stats(st, True)
+        assert stats(st, False)[0] is None
+        res.append((first, second, errs, u, v, _h(plan), rows, cols, out))
+    (f0, s0, e0, u0, v0, p0, r0, c0, o0), (f1, s1, e1, u1, v1, p1, r1, c1, o1) = res
+    assert f0 == f1 == (4, False)
+    assert s0 == s1 and not s0[1] and 0 < s0[0] < 100 and s0[0] % 10 != 0
+    assert len(e0) == len(e1) == 4 + s0[0]
+    np.testing.assert_allclose(e1, e0, rtol=1e-9, atol=1e-14)
+    assert u1.dtype == v1.dtype == np.float64 and u1.shape == (1, 5) and v1.shape == (1, 6)
+    for x, y in ((u1, u0), (v1, v0), (p1, p0), (r1, r0), (c1, c0), (o1, o0)):
+        np.testing.assert_allclose(x, y, **F64)
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
+def test_launcher_losses_and_failure_match_cpu(cuda, rng, path):
+    """2-D b (shared M, one loss per problem) and a failing step (undone:
+    its index, True, the scalings before it) on both devices."""
+    a, B, M = _problem(rng, n=4, m=5, k=2)
+    for log_domain in (False, True):
+        pair = _launch_pair(log_domain, a, B, M, 0.3, (0.5, 0.9))
+        out = []
+        for mod, st in pair:
+            steps = mod.uot_log_steps if log_domain else mod.uot_steps
+            loss = mod.uot_log_loss if log_domain else mod.uot_loss
+            errs = []
+            assert steps(st, 5, 0.0, errs) == (5, False) and len(errs) == 5
+            out.append((errs, np.asarray(loss(st), np.float64)))
+        np.testing.assert_allclose(out[1][0], out[0][0], rtol=1e-9, atol=1e-14)
+        np.testing.assert_allclose(out[1][1], out[0][1], **F64)
+    a, b, M = _problem(rng, n=3, m=4)
+    pair = _launch_pair(False, a, b, M * 2000.0, 0.01, (1.0, 1.0))
+    out = []
+    for mod, st in pair:
+        errs = []
+        nit, failed = mod.uot_steps(st, 12, 0.0, errs)
+        out.append((nit, failed, len(errs), *mod.uot_scalings(st)))
+    assert out[0][:3] == out[1][:3] and out[0][1] and out[0][0] == out[0][2]
+    np.testing.assert_allclose(out[1][3], out[0][3], **F64)
+    np.testing.assert_allclose(out[1][4], out[0][4], **F64)

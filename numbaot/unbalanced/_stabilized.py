@@ -1,0 +1,262 @@
+"""POT's stabilized and translation-invariant unbalanced Sinkhorn, step for step.
+
+NumPy ports of POT 0.9.7's host loops (``ot.unbalanced.sinkhorn_stabilized_unbalanced``,
+``ot.unbalanced.sinkhorn_unbalanced_translation_invariant``) in float64 with
+NumPy mat-vecs: POT's control flow, errors, warnings and ``log`` keys.  Host
+(NumPy) arrays only.
+"""
+import warnings
+
+import numpy as np
+
+from .. import _checks, _loops
+from ._common import bad_step, rel_change, setup, total_cost
+
+__all__ = ["sinkhorn_stabilized_unbalanced", "sinkhorn_unbalanced_translation_invariant"]
+
+
+def _pot_layout(S):
+    """a (dim_a,), b (dim_b,) or (dim_b, n_hists), M float64, the M0 of POT
+    (M - reg log c for 1-D b), n_hists."""
+    P = S.P
+    a = P.a[0]
+    b = P.b[0] if not P.n_hists else np.ascontiguousarray(P.b.T)
+    M = P.M.astype(np.float64)
+    if P.n_hists:
+        return a, b, M, M, None
+    c = S.C if S.use_mat else np.outer(S.ca, S.cb)
+    with np.errstate(divide="ignore"):
+        M0 = M - S.reg * np.log(c)
+    return a, b, M, M0, c
+
+
+def _init_uv(S, n_hists, dim_a, dim_b, u_cols):
+    if S.warm is None:
+        if n_hists:
+            return np.ones((dim_a, u_cols)), np.ones((dim_b, n_hists))
+        return np.ones(dim_a), np.ones(dim_b)
+    if n_hists:
+        return np.exp(S.warm[0]).T.copy(), np.exp(S.warm[1]).T.copy()
+    return np.exp(S.warm[0][0]), np.exp(S.warm[1][0])
+
+
+def _finish_host(S, u, v, K, M, c, logu, logv, log, lg, n_hists, want_plan=True):
+    """POT's outputs from float64 u, v (or log-scalings) on the host."""
+    dt = S.P.dtype
+    if log:
+        lg["logu"], lg["logv"] = np.asarray(logu, dt), np.asarray(logv, dt)
+    if n_hists:
+        res = np.asarray(np.einsum("ik,ij,jk,ij->k", u, K, v, M), dt)
+        return (res, lg) if log else res
+    plan = u[:, None] * K * v[None, :]
+    if log:
+        lin = float(np.sum(plan * M))
+        lg["cost"] = dt.type(lin)
+        lg["total_cost"] = dt.type(total_cost(S, lin, _loops.kl_div(plan, c), plan.sum(1), plan.sum(0)))
+    plan = np.asarray(plan, dt)
+    return (plan, lg) if log else plan
+
+
+def sinkhorn_stabilized_unbalanced(a, b, M, reg, reg_m, reg_type="kl", c=None, warmstart=None,
+                                   tau=1e5, numItermax=1000, stopThr=1e-6, verbose=False,
+                                   log=False, **kwargs):
+    r"""Log-stabilized unbalanced Sinkhorn with absorption; mirrors
+    ``ot.unbalanced.sinkhorn_stabilized_unbalanced``.
+
+    Schmitzer 2019 ("Stabilized sparse scaling algorithms for entropy
+    regularized transport problems", Algorithm 2) for the unbalanced problem
+    (Chizat et al. 2018): scalings above ``tau`` are absorbed into the dual
+    potentials (alpha, beta) and K is rebuilt.  Host loop in float64 (NumPy
+    mat-vecs), POT's control flow: err on u only, checked at iteration 0 and
+    every 10th iteration without absorption.
+
+    Parameters
+    ----------
+    a, b, M, reg, reg_m, reg_type, c, warmstart, numItermax, stopThr, verbose, log
+        As :func:`numbaot.unbalanced.sinkhorn_knopp_unbalanced` (no paired
+        batches, no GPU arrays).
+    tau : float, default 1e5
+        Absorption threshold (> 0).
+    **kwargs
+        Ignored, as in POT.
+
+    Returns
+    -------
+    gamma : ndarray (dim_a, dim_b), or losses (n_hists,) for 2-D b
+    log : dict
+        ``'err'``, ``'logu'``, ``'logv'`` (alpha/reg + log u, ...), and for 1-D
+        b ``'cost'``, ``'total_cost'``.
+
+    Raises
+    ------
+    TypeError, ValueError
+        As :func:`sinkhorn_knopp_unbalanced`; ``tau`` <= 0 or not finite; 2-D ``a``.
+
+    Warns
+    -----
+    UserWarning
+        "Numerical errors at iteration %s"; "Stabilized Unbalanced Sinkhorn did
+        not converge..." when err > stopThr at the end; the 'entropy' warning.
+    """
+    S = setup(a, b, M, reg, reg_m, reg_type, c, warmstart, numItermax, stopThr,
+              allow_paired=False, method_name="sinkhorn_stabilized_unbalanced")
+    tau = _checks.check_reg(tau, "tau")
+    a, b, M, M0, c = _pot_layout(S)
+    n_hists = S.P.n_hists
+    dim_a, dim_b = M.shape
+    reg, reg_m1, reg_m2, fi_1, fi_2 = S.reg, S.reg_m1, S.reg_m2, S.fi1, S.fi2
+    lg = {"err": []} if log else None
+    u, v = _init_uv(S, n_hists, dim_a, dim_b, n_hists)
+    if n_hists:
+        a = a.reshape(dim_a, 1)
+    K = np.exp(-M0 / reg)
+    cpt = 0
+    err = 1.0
+    alpha = np.zeros(dim_a)
+    beta = np.zeros(dim_b)
+    ones_a, ones_b = np.ones(dim_a), np.ones(dim_b)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        while err > S.stopThr and cpt < S.numItermax:
+            uprev, vprev = u, v
+            Kv = K.dot(v)
+            f_alpha = np.exp(-alpha / (reg + reg_m1)) if reg_m1 != np.inf else ones_a
+            f_beta = np.exp(-beta / (reg + reg_m2)) if reg_m2 != np.inf else ones_b
+            if n_hists:
+                f_alpha, f_beta = f_alpha[:, None], f_beta[:, None]
+            u = ((a / (Kv + 1e-16)) ** fi_1) * f_alpha
+            Ktu = K.T.dot(u)
+            v = ((b / (Ktu + 1e-16)) ** fi_2) * f_beta
+            absorbing = False
+            if np.any(u > tau) or np.any(v > tau):
+                absorbing = True
+                if n_hists:
+                    alpha = alpha + reg * np.log(np.max(u, 1))
+                    beta = beta + reg * np.log(np.max(v, 1))
+                else:
+                    alpha = alpha + reg * np.log(np.max(u))
+                    beta = beta + reg * np.log(np.max(v))
+                K = np.exp((alpha[:, None] + beta[None, :] - M0) / reg)
+                v = np.ones(v.shape)
+            if bad_step(Ktu, u, v):
+                warnings.warn(_loops.NUMERICAL_ERRORS % cpt)
+                u, v = uprev, vprev
+                break
+            if (cpt % 10 == 0 and not absorbing) or cpt == 0:
+                err = rel_change(u, uprev)
+                if log:
+                    lg["err"].append(S.P.dtype.type(err))
+                if verbose:
+                    _loops.print_header_and_row(cpt, err, 200)
+            cpt = cpt + 1
+        if err > S.stopThr:
+            warnings.warn(_loops.STAB_UNBALANCED_NOT_CONVERGED)
+        if n_hists:
+            logu = alpha[:, None] / reg + np.log(u)
+            logv = beta[:, None] / reg + np.log(v)
+        else:
+            logu = alpha / reg + np.log(u)
+            logv = beta / reg + np.log(v)
+        dt = S.P.dtype
+        if log:
+            lg["logu"], lg["logv"] = np.asarray(logu, dt), np.asarray(logv, dt)
+        if n_hists:
+            # POT: exp(logsumexp(log(M + 1e-100) + logu + logv - M0 / reg))
+            res = np.einsum("ij,ik,jk->k", (M + 1e-100) * np.exp(-M0 / reg),
+                            np.exp(logu), np.exp(logv))
+            res = np.asarray(res, dt)
+            return (res, lg) if log else res
+        plan = np.exp(logu[:, None] + logv[None, :] - M0 / reg)
+        if log:
+            lin = float(np.sum(plan * M))
+            lg["cost"] = dt.type(lin)
+            lg["total_cost"] = dt.type(total_cost(S, lin, _loops.kl_div(plan, c), plan.sum(1), plan.sum(0)))
+        plan = np.asarray(plan, dt)
+        return (plan, lg) if log else plan
+
+
+def sinkhorn_unbalanced_translation_invariant(a, b, M, reg, reg_m, reg_type="kl", c=None,
+                                              warmstart=None, numItermax=1000, stopThr=1e-6,
+                                              verbose=False, log=False, **kwargs):
+    r"""Translation-invariant unbalanced Sinkhorn; mirrors
+    ``ot.unbalanced.sinkhorn_unbalanced_translation_invariant``.
+
+    Séjourné, Vialard, Peyré 2022 ("Faster unbalanced optimal transport:
+    translation invariant Sinkhorn and 1-D Frank-Wolfe", Algorithm 2): the
+    scaling updates are followed by the optimal translation of the dual pair.
+    Host loop in float64 (NumPy mat-vecs), POT's control flow and err.
+
+    Parameters
+    ----------
+    a, b, M, reg, reg_m, reg_type, c, warmstart, numItermax, stopThr, verbose, log
+        As :func:`numbaot.unbalanced.sinkhorn_knopp_unbalanced` (no paired
+        batches, no GPU arrays).
+    **kwargs
+        Ignored, as in POT.
+
+    Returns
+    -------
+    gamma : ndarray (dim_a, dim_b), or the losses (n_hists,) for 2-D b
+    log : dict, only if ``log``
+        As :func:`numbaot.unbalanced.sinkhorn_knopp_unbalanced`.
+
+    Raises
+    ------
+    TypeError, ValueError
+        As :func:`numbaot.unbalanced.sinkhorn_knopp_unbalanced`; 2-D ``a``.
+    """
+    S = setup(a, b, M, reg, reg_m, reg_type, c, warmstart, numItermax, stopThr,
+              allow_paired=False, method_name="sinkhorn_unbalanced_translation_invariant")
+    a, b, M, M0, c = _pot_layout(S)
+    n_hists = S.P.n_hists
+    dim_a, dim_b = M.shape
+    reg, reg_m1, reg_m2, fi_1, fi_2 = S.reg, S.reg_m1, S.reg_m2, S.fi1, S.fi2
+    inf = np.inf
+    lg = {"err": []} if log else None
+    u, v = _init_uv(S, n_hists, dim_a, dim_b, 1)
+    if n_hists:
+        a = a.reshape(dim_a, 1)
+    u_, v_ = u, v
+    K = np.exp(-M0 / reg)
+    k1 = reg * reg_m1 / ((reg + reg_m1) * (reg_m1 + reg_m2)) if reg_m1 != inf else 0
+    k2 = reg * reg_m2 / ((reg + reg_m2) * (reg_m1 + reg_m2)) if reg_m2 != inf else 0
+    k_rho1 = k1 * reg_m1 / reg if reg_m1 != inf else 0
+    k_rho2 = k2 * reg_m2 / reg if reg_m2 != inf else 0
+    if reg_m1 == inf and reg_m2 == inf:
+        xi1, xi2, fi_12 = 0, 0, 1
+    elif reg_m1 == inf:
+        xi1, xi2, fi_12 = 0, reg / reg_m2, reg_m2
+    elif reg_m2 == inf:
+        xi1, xi2, fi_12 = reg / reg_m1, 0, reg_m1
+    else:
+        xi1 = (reg_m2 * reg) / (reg_m1 * (reg + reg_m1 + reg_m2))
+        xi2 = (reg_m1 * reg) / (reg_m2 * (reg + reg_m1 + reg_m2))
+        fi_12 = reg_m1 * reg_m2 / (reg_m1 + reg_m2)
+    xi_rho1 = xi1 * reg_m1 / reg if reg_m1 != inf else 0
+    xi_rho2 = xi2 * reg_m2 / reg if reg_m2 != inf else 0
+    reg_ratio1 = reg / reg_m1 if reg_m1 != inf else 0
+    reg_ratio2 = reg / reg_m2 if reg_m2 != inf else 0
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        for i in range(S.numItermax):
+            uprev, vprev = u, v
+            Kv = K.dot(v_)
+            u_hat = (a / Kv) ** fi_1 * np.sum(b * v_ ** reg_ratio2) ** k_rho2
+            u_ = u_hat * np.sum(a * u_hat ** (-reg_ratio1)) ** (-xi_rho1)
+            Ktu = K.T.dot(u_)
+            v_hat = (b / Ktu) ** fi_2 * np.sum(a * u_ ** (-reg_ratio1)) ** k_rho1
+            v_ = v_hat * np.sum(b * v_hat ** (-reg_ratio2)) ** (-xi_rho2)
+            if bad_step(Ktu, u_, v_):
+                warnings.warn(_loops.NUMERICAL_ERRORS % i)
+                u, v = uprev, vprev
+                break
+            t = (np.sum(a * u_ ** (-reg_ratio1)) / np.sum(b * v_ ** (-reg_ratio2))) ** (fi_12 / reg)
+            u = u_ * t
+            v = v_ / t
+            err = 0.5 * (rel_change(u, uprev) + rel_change(v, vprev))
+            if log:
+                lg["err"].append(S.P.dtype.type(err))
+                if verbose:
+                    _loops.print_header_and_row(i, err, 50)
+            if err < S.stopThr:
+                break
+        logu, logv = np.log(u + 1e-300), np.log(v + 1e-300)
+    return _finish_host(S, u, v, K, M, c, logu, logv, log, lg, n_hists)
