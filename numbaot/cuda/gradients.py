@@ -65,20 +65,6 @@ def _build(dt):
             if tid == 0:
                 part[k, i] = s
 
-    @kernel([f"void({A2}, {A1})"], warp_shuffle=True, tag=tag)
-    def sum_rows(X, out):
-        """out[k] = sum_i X[k, i]; one block per k, fixed order (as
-        ``numbaot.cuda.sinkhorn``'s kernel of the same name)."""
-        ss = cuda.shared.array(32, dtype=T)
-        tid = cuda.threadIdx.x
-        for k in range(cuda.blockIdx.x, X.shape[0], cuda.gridDim.x):
-            s = ZERO
-            for i in range(tid, X.shape[1], cuda.blockDim.x):
-                s += X[k, i]
-            s = block_sum(s, ss)
-            if tid == 0:
-                out[k] = s
-
     @kernel([f"void({A2}, {A2})"], tag=tag)
     def log_of(x, out):
         """out = log(x) elementwise (log 0 = -inf); 2-D grid over (j, i)."""
@@ -129,7 +115,7 @@ def _build(dt):
         if tid == 0:
             out[slot] = s
 
-    return dict(plan_value_rows=plan_value_rows, sum_rows=sum_rows, log_of=log_of,
+    return dict(plan_value_rows=plan_value_rows, log_of=log_of,
                 centred_rows=centred_rows, xlogy_mass=xlogy_mass)
 
 
@@ -158,7 +144,7 @@ def plan_and_value(M, c, lu, lv):
     _k("plan_value_rows", dt)[(n, grid_problems(K)), threads()](M, dt.type(c), lu, lv, plan,
                                                                  part)
     tot = cuda.device_array(K, dtype=dt)
-    _k("sum_rows", dt)[grid_problems(K), threads()](part, tot)
+    _sk.kernel("sum_rows", dt)[grid_problems(K), threads()](part, tot)
     return plan, tot.copy_to_host().astype(np.float64)
 
 
