@@ -588,7 +588,7 @@ def check_unbalanced_warmstart(warmstart, shape, n_hists):
     """(log u, log v) of shapes (dim_a,), (dim_b,) (or (dim, n_hists) for 2-D
     b); returned as float64 arrays (max(n_hists, 1), dim).  Entries may be
     -inf (zero scaling), not NaN or +inf."""
-    K = max(n_hists, 1)
+    n_problems = max(n_hists, 1)
     try:
         w_a, w_b = warmstart
     except (TypeError, ValueError):
@@ -601,7 +601,7 @@ def check_unbalanced_warmstart(warmstart, shape, n_hists):
         if n_hists and w.shape == (dim, n_hists):
             w = np.ascontiguousarray(w.T)
         elif w.shape == (dim,):
-            w = np.ascontiguousarray(np.broadcast_to(w, (K, dim)))
+            w = np.ascontiguousarray(np.broadcast_to(w, (n_problems, dim)))
         else:
             expect = f"({dim},)" + (f" or ({dim}, {n_hists})" if n_hists else "")
             raise ValueError(f"{name} must have shape {expect}; got {w.shape}")

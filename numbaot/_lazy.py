@@ -18,7 +18,7 @@ import warnings
 import numpy as np
 
 from . import _checks, _dispatch, _loops
-from .cpu import empirical as _ke
+from .cpu import empirical as cpu_empirical
 
 __all__ = ["LAZY_METRICS", "LazyPlan", "backend", "check_batch_size", "check_points",
            "lazy_solve", "row_marginal_l1"]
@@ -104,7 +104,7 @@ class LazyPlan:
         X = np.ascontiguousarray(self._X[i])
         Yt = np.ascontiguousarray(self._Yt[:, j])
         out = np.empty((X.shape[0], Yt.shape[1]))
-        _ke.lazy_block(X, Yt, np.ascontiguousarray(self._f[i]),
+        cpu_empirical.lazy_block(X, Yt, np.ascontiguousarray(self._f[i]),
                        np.ascontiguousarray(self._g[j]), self._c, self._metric, out)
         return out.astype(self._dtype, copy=False)
 

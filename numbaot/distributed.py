@@ -55,9 +55,9 @@ import numpy as np
 from . import _checks
 from . import _loops
 from .cpu import chunk_layout
-from .cpu import empirical as _ke
+from .cpu import empirical as cpu_empirical
 from .cpu import sinkhorn as cpu_sinkhorn
-from .cpu import unbalanced as _ku
+from .cpu import unbalanced as cpu_unbalanced
 from ._lazy import LAZY_METRICS, check_points, row_marginal_l1
 
 __all__ = ["local_rows", "sinkhorn", "sinkhorn_unbalanced", "empirical_sinkhorn"]
@@ -540,7 +540,7 @@ def sinkhorn_unbalanced(a_local, b, M_local, reg, reg_m, method="sinkhorn", reg_
     fi1, fi2 = _loops.marginal_exponent(reg_m1, reg), _loops.marginal_exponent(reg_m2, reg)
 
     Kmat = np.empty((n, m), dtype=dtype)
-    _ku.uot_gibbs(M, -1.0 / reg, ca, cb, Cmat, use_mat, Kmat)
+    cpu_unbalanced.uot_gibbs(M, -1.0 / reg, ca, cb, Cmat, use_mat, Kmat)
     if warm is None:
         u, v = np.ones((1, n)), np.ones((1, m))
     else:
@@ -559,7 +559,7 @@ def sinkhorn_unbalanced(a_local, b, M_local, reg, reg_m, method="sinkhorn", reg_
         vprev[:, :] = v
         # float64 lanes for any K (the single-process float32 lanes need a
         # range check and redo that would cost a second reduction here)
-        _ku.uot_fused_pass(Kmat, a2, v, fi1, n_chunks, chunk_rows, Q, u, False, pu)
+        cpu_unbalanced.uot_fused_pass(Kmat, a2, v, fi1, n_chunks, chunk_rows, Q, u, False, pu)
         cpu_sinkhorn.merge_chunks(Q, active, q)
         finite_u = bool(np.all(pu[:, 2] != 0.0))
         loc[0] = np.max(pu[:, 0]) if finite_u else 0.0
@@ -592,7 +592,7 @@ def sinkhorn_unbalanced(a_local, b, M_local, reg, reg_m, method="sinkhorn", reg_
     cols = np.empty(m + 3)
     Qc = np.empty((n_chunks, 1, m))
     out = np.empty(2)
-    _ku.uot_plan_stats(Kmat, M, u[0], v[0], Cmat, ca, cb, use_mat, True, plan,
+    cpu_unbalanced.uot_plan_stats(Kmat, M, u[0], v[0], Cmat, ca, cb, use_mat, True, plan,
                        n_chunks, chunk_rows, rows, Qc, cols[:m], out)
     cols[m], cols[m + 1] = out
     cols[m + 2] = _loops.kl_div(rows, a) if reg_m1 != np.inf else 0.0
@@ -741,13 +741,13 @@ def empirical_sinkhorn(X_s_local, X_t, reg, a_local=None, b=None, metric="sqeucl
     converged = False
     i_ot = 0
     for i_ot in range(numIterMax):
-        _ke.lazy_lse(Xs, Xt_t, g, cc, code, lse_f)
+        cpu_empirical.lazy_lse(Xs, Xt_t, g, cc, code, lse_f)
         f = log_a - lse_f
-        _ke.lazy_lse(Xt, Xs_t, f, cc, code, lse_g)
+        cpu_empirical.lazy_lse(Xt, Xs_t, f, cc, code, lse_g)
         _allreduce_lse(MPI, comm, lse_g)
         g = log_b - lse_g
         if (i_ot + 1) % 10 == 0:
-            _ke.lazy_lse(Xs, Xt_t, g, cc, code, lse_f)
+            cpu_empirical.lazy_lse(Xs, Xt_t, g, cc, code, lse_f)
             err = _agree(comm, comm.allreduce(row_marginal_l1(f, lse_f, a)))
             err = dtype.type(err)
             if log:

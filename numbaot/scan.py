@@ -96,9 +96,9 @@ def _as_2d(arr, on_device, dtype):
     else:
         B, N = arr.shape
     if on_device:
-        from .cuda import scan as _cu
+        from .cuda import scan as cuda_scan
 
-        flat = _cu.to_flat(arr, dtype)
+        flat = cuda_scan.to_flat(arr, dtype)
     else:
         flat = np.ascontiguousarray(arr, dtype=dtype).reshape(-1)
     return flat, B, N
@@ -108,9 +108,9 @@ def _flat_dones(d, on_device):
     if d is None:
         return None
     if on_device:
-        from .cuda import scan as _cu
+        from .cuda import scan as cuda_scan
 
-        return _cu.to_flat(d, np.uint8)
+        return cuda_scan.to_flat(d, np.uint8)
     return np.ascontiguousarray(d).reshape(-1)
 
 

@@ -38,9 +38,9 @@ def _gibbs_result(P, st, f, g, want_loss):
 def _stabilized_core(P, reg, numItermax, tau, stopThr, warmstart, verbose,
                      print_period, log, warn):
     dim_a, dim_b = P.shape
-    K = P.n_problems
+    n_problems = P.n_problems
     n_hists = P.n_hists
-    n_chunks, chunk_rows = chunk_layout(dim_a, K, dim_b)
+    n_chunks, chunk_rows = chunk_layout(dim_a, n_problems, dim_b)
     c = -1.0 / reg
     if warmstart is None:
         alpha, beta = np.zeros(dim_a), np.zeros(dim_b)
@@ -56,11 +56,11 @@ def _stabilized_core(P, reg, numItermax, tau, stopThr, warmstart, verbose,
                 f"warmstart (alpha, beta) must have shapes ({dim_a},), ({dim_b},); "
                 f"got {alpha.shape}, {beta.shape}"
             )
-    u = np.full((K, dim_a), 1.0 / dim_a)
-    v = np.full((K, dim_b), 1.0 / dim_b)
+    u = np.full((n_problems, dim_a), 1.0 / dim_a)
+    v = np.full((n_problems, dim_b), 1.0 / dim_b)
     Kmat = np.empty(P.shape, dtype=P.dtype)
-    Q = np.empty((n_chunks, K, dim_b))
-    q = np.empty((K, dim_b))
+    Q = np.empty((n_chunks, n_problems, dim_b))
+    q = np.empty((n_problems, dim_b))
 
     def absorb_kernel():
         cpu_sinkhorn.gibbs_kernel(P.M, c, alpha / reg, beta / reg, Kmat)
@@ -85,8 +85,8 @@ def _stabilized_core(P, reg, numItermax, tau, stopThr, warmstart, verbose,
                 else:
                     alpha = alpha + reg * np.log(u[0])
                     beta = beta + reg * np.log(v[0])
-                    u = np.full((K, dim_a), 1.0 / dim_a)
-                    v = np.full((K, dim_b), 1.0 / dim_b)
+                    u = np.full((n_problems, dim_a), 1.0 / dim_a)
+                    v = np.full((n_problems, dim_b), 1.0 / dim_b)
             absorb_kernel()
         if ii % print_period == 0:
             if n_hists:

@@ -31,7 +31,7 @@ from numba import njit, prange
 
 from .._config import JIT_OPTIONS
 from . import chunk_layout
-from . import sinkhorn as _sk
+from . import sinkhorn as cpu_sinkhorn
 from ._math import fast_exp_ftz
 
 __all__ = ["log_convolve2d", "geometric_bar", "KnoppBaryState", "knopp_bary_step",
@@ -112,7 +112,7 @@ class KnoppBaryState:
         dim, H = A.shape
         self.w = w
         self.Kmat = np.empty((dim, dim))
-        _sk.gibbs_kernel(M, c, np.zeros(dim), np.zeros(dim), self.Kmat)
+        cpu_sinkhorn.gibbs_kernel(M, c, np.zeros(dim), np.zeros(dim), self.Kmat)
         self.AT = np.ascontiguousarray(A.T)
         with np.errstate(divide="ignore", invalid="ignore"):
             UKv = self.Kmat @ (A.T / self.Kmat.sum(0)).T
@@ -131,7 +131,7 @@ def knopp_bary_step(st, want_err):
     bar = geometricBar(w, UKv).  Returns POT's error sum_j std_k UKv[k, j]
     when ``want_err``, else None."""
     with np.errstate(divide="ignore", invalid="ignore"):
-        _sk.knopp_fused_pass(st.Kmat, st.AT, st.u, st.n_chunks, st.chunk_rows, st.Q, st.unew,
+        cpu_sinkhorn.knopp_fused_pass(st.Kmat, st.AT, st.u, st.n_chunks, st.chunk_rows, st.Q, st.unew,
                              st.q)
         UKvT = st.u * st.q
         bar = geometric_bar(st.w, UKvT.T)
@@ -177,14 +177,14 @@ def log_bary_step(st, want_err):
     G = st.G
     if st.shift_ok:
         st.dv = np.max(G - st.G_old, axis=1)
-    _sk.log_fused_pass(st.M, st.c, st.logA, G, st.shift_ok, st.dv, st.active, st.n_chunks,
+    cpu_sinkhorn.log_fused_pass(st.M, st.c, st.logA, G, st.shift_ok, st.dv, st.active, st.n_chunks,
                        st.chunk_rows, st.Q, st.f, st.q)
     st.shift_ok = True
     st.G_old[:, :] = G
     if np.all(st.q > 1e-290):
         log_KU = np.log(st.q) - G
     else:  # some column sums underflowed: the safe tiled column logsumexp
-        _sk.log_col_lse(st.M, st.c, st.f, st.n_chunks, st.chunk_rows, st.lse)
+        cpu_sinkhorn.log_col_lse(st.M, st.c, st.f, st.n_chunks, st.chunk_rows, st.lse)
         log_KU = st.lse.copy()
     log_bar = st.w @ log_KU
     st.log_bar = log_bar

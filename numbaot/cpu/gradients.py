@@ -9,8 +9,8 @@ vectors are problem-major (n_problems, dim), as in ``numbaot.cpu.sinkhorn``.
 """
 import numpy as np
 
-from . import empirical as _ke
-from . import sinkhorn as _ks
+from . import empirical as cpu_empirical
+from . import sinkhorn as cpu_sinkhorn
 
 __all__ = ["log_scalings", "plan_and_value", "centred", "work_array", "result",
            "values_result", "cloud_value", "cloud_grads", "cloud_centred"]
@@ -38,12 +38,12 @@ def log_scalings(st, dtype):
     result ``dtype``: the CPU gradients have always been formed from the
     ``log`` dict of ``sinkhorn_knopp`` / ``sinkhorn_log``, which holds them
     in that dtype (this matters for float32 problems)."""
-    if isinstance(st, _ks.KnoppState):
-        u, v = _ks.knopp_scalings(st)
+    if isinstance(st, cpu_sinkhorn.KnoppState):
+        u, v = cpu_sinkhorn.knopp_scalings(st)
         with np.errstate(divide="ignore"):
             lu, lv = np.log(_through(u, dtype)), np.log(_through(v, dtype))
     else:
-        lu, lv = (np.asarray(x, dtype=dtype) for x in _ks.log_potentials(st))
+        lu, lv = (np.asarray(x, dtype=dtype) for x in cpu_sinkhorn.log_potentials(st))
         # that log dict also holds u = exp(log_u), v = exp(log_v) in the result
         # dtype: formed here for their NumPy warnings only (an "overflow
         # encountered in exp" the CPU path has always issued with them)
@@ -64,7 +64,7 @@ def plan_and_value(M, c, lu, lv):
     vals = np.empty(K)
     for k in range(K):
         plan = plans[k]
-        _ks.gibbs_kernel(Mf, c, lu[k], lv[k], plan)
+        cpu_sinkhorn.gibbs_kernel(Mf, c, lu[k], lv[k], plan)
         vals[k] = _xlogy_sum(plan.sum(1), lu[k]) + _xlogy_sum(plan.sum(0), lv[k])
     return plans, vals
 
@@ -110,11 +110,11 @@ def cloud_value(st):
     """The value <P, M> + reg sum P log P of the lazy plan (float), as
     reg (sum_i r_i f_i + sum_j col_j g_j), reg = -1 / c."""
     lse = np.empty(st.Xs.shape[0])
-    _ke.lazy_lse(st.Xs, st.Xt_t, st.g, st.c, st.metric, lse)
+    cpu_empirical.lazy_lse(st.Xs, st.Xt_t, st.g, st.c, st.metric, lse)
     with np.errstate(invalid="ignore"):
         r = np.where(np.isneginf(st.f), 0.0, np.exp(st.f + lse))
     lse_c = np.empty(st.Xt.shape[0])
-    _ke.lazy_lse(st.Xt, st.Xs_t, st.f, st.c, st.metric, lse_c)
+    cpu_empirical.lazy_lse(st.Xt, st.Xs_t, st.f, st.c, st.metric, lse_c)
     with np.errstate(invalid="ignore"):
         col = np.where(np.isneginf(st.g), 0.0, np.exp(st.g + lse_c))
     return (-1.0 / st.c) * (_xlogy_sum(r, st.f) + _xlogy_sum(col, st.g))
@@ -123,8 +123,8 @@ def cloud_value(st):
 def cloud_grads(st, gX, gY):
     """gX[i] = sum_j P_ij grad_x cost(x_i, y_j) (n, d) and gY[j] = sum_i
     P_ij grad_y cost(x_i, y_j) (m, d), into the given work arrays."""
-    _ke.lazy_grad(st.Xs, st.Xt_t, st.f, st.g, st.c, st.metric, gX)
-    _ke.lazy_grad(st.Xt, st.Xs_t, st.g, st.f, st.c, st.metric, gY)
+    cpu_empirical.lazy_grad(st.Xs, st.Xt_t, st.f, st.g, st.c, st.metric, gX)
+    cpu_empirical.lazy_grad(st.Xt, st.Xs_t, st.g, st.f, st.c, st.metric, gY)
 
 
 def _centred_row_unguarded(x, scale):

@@ -22,8 +22,8 @@ from .. import _dispatch
 from ._launch import grid2, grid_problems, per_dtype, threads
 from ._reduce import make_reductions
 from ._registry import kernel
-from . import empirical as _ce
-from . import sinkhorn as _sk
+from . import empirical as cuda_empirical
+from . import sinkhorn as cuda_sinkhorn
 
 __all__ = ["log_scalings", "plan_and_value", "centred", "work_array", "result",
            "values_result", "cloud_value", "cloud_grads", "cloud_centred"]
@@ -127,7 +127,7 @@ def log_scalings(st, dtype):
     ``KnoppState`` or ``LogState``): device arrays (n_problems, dim_a),
     (n_problems, dim_b) in the computation's dtype (``dtype``, the result
     dtype, is that dtype already)."""
-    if isinstance(st, _sk.KnoppState):
+    if isinstance(st, cuda_sinkhorn.KnoppState):
         return log_of(st.u), log_of(st.v)
     return st.u, st.v
 
@@ -144,7 +144,7 @@ def plan_and_value(M, c, lu, lv):
     _k("plan_value_rows", dt)[(n, grid_problems(K)), threads()](M, dt.type(c), lu, lv, plan,
                                                                  part)
     tot = cuda.device_array(K, dtype=dt)
-    _sk.kernel("sum_rows", dt)[grid_problems(K), threads()](part, tot)
+    cuda_sinkhorn.kernel("sum_rows", dt)[grid_problems(K), threads()](part, tot)
     return plan, tot.copy_to_host().astype(np.float64)
 
 
@@ -200,10 +200,10 @@ def cloud_value(st):
     n, m = st.Xs.shape[0], st.Xt.shape[0]
     parts = cuda.device_array(2, dtype=dt)
     lse = cuda.device_array(n, dtype=dt)
-    _ce.lazy_lse(st.Xs, st.Xt_t, st.g, st.c, st.metric, lse)
+    cuda_empirical.lazy_lse(st.Xs, st.Xt_t, st.g, st.c, st.metric, lse)
     xlogy_mass(st.f, lse, parts, 0)
     lse_c = cuda.device_array(m, dtype=dt)
-    _ce.lazy_lse(st.Xt, st.Xs_t, st.f, st.c, st.metric, lse_c)
+    cuda_empirical.lazy_lse(st.Xt, st.Xs_t, st.f, st.c, st.metric, lse_c)
     xlogy_mass(st.g, lse_c, parts, 1)
     return (-1.0 / st.c) * float(np.sum(parts.copy_to_host(), dtype=np.float64))
 
@@ -211,8 +211,8 @@ def cloud_value(st):
 def cloud_grads(st, gX, gY):
     """gX[i] = sum_j P_ij grad_x cost(x_i, y_j) (n, d) and gY[j] = sum_i
     P_ij grad_y cost(x_i, y_j) (m, d), into the given device work arrays."""
-    _ce.lazy_grad(st.Xs, st.Xt_t, st.f, st.g, st.c, st.metric, gX)
-    _ce.lazy_grad(st.Xt, st.Xs_t, st.g, st.f, st.c, st.metric, gY)
+    cuda_empirical.lazy_grad(st.Xs, st.Xt_t, st.f, st.g, st.c, st.metric, gX)
+    cuda_empirical.lazy_grad(st.Xt, st.Xs_t, st.g, st.f, st.c, st.metric, gY)
 
 
 def cloud_centred(st, out_a, out_b, col):

@@ -41,7 +41,7 @@ from numba import cuda
 
 from .. import _config
 from ..cpu.unbalanced import CONVERGED, FAILED, GO_ON, uot_rule
-from . import sinkhorn as _cs
+from . import sinkhorn as cuda_sinkhorn
 from ._launch import col_launch as _col_launch
 from ._launch import col_layout as _col_layout
 from ._launch import grid2, grid_problems, per_dtype, threads
@@ -532,7 +532,7 @@ def _run(st, n_steps, fail, parts):
     row = _k("uot_row_update", dt)[(n, _gk(K)), t]
     cgrid, cblock = _col_launch(st.Kmat.shape, K, st.n_chunks)
     # K^T u: the balanced solver's coalesced chunk-partial kernel (all active)
-    colp = _cs.kernel("knopp_col_partial", dt)[cgrid, cblock]
+    colp = cuda_sinkhorn.kernel("knopp_col_partial", dt)[cgrid, cblock]
     all_active = cuda.to_device(np.ones(K, dtype=np.uint8))
     colf = _k("uot_col_finish", dt)[((m + t - 1) // t, _gk(K)), t]
     errk = _k("uot_err_parts", dt)[_gk(K), t]
@@ -563,7 +563,7 @@ def uot_loss(st):
     """<plan_k, M>_F of every problem, host array (n_problems,) in the
     computation's dtype (the plans are not formed)."""
     loss = cuda.device_array(st.v.shape[0], dtype=st.M.dtype)
-    _cs.scaled_loss(st.Kmat, st.M, st.u, st.v, loss)
+    cuda_sinkhorn.scaled_loss(st.Kmat, st.M, st.u, st.v, loss)
     return loss.copy_to_host()
 
 
@@ -571,7 +571,7 @@ def uot_plan(st):
     """The plan diag(u) K diag(v) of the first problem, a device array
     (dim_a, dim_b) of M's dtype."""
     plan = cuda.device_array(st.M.shape, dtype=st.M.dtype)
-    _cs.scaled_plan(st.Kmat, st.u[0], st.v[0], plan)
+    cuda_sinkhorn.scaled_plan(st.Kmat, st.u[0], st.v[0], plan)
     return plan
 
 
@@ -639,10 +639,10 @@ def _log_run(st, n_steps, fail, parts):
     vgrid = ((m + t - 1) // t, _gk(K))
     shift = _k("uot_log_shift", dt)
     scale = _k("uot_log_scale", dt)
-    row = _cs.kernel("log_row_lse", dt)[(n, _gk(K)), t]
+    row = cuda_sinkhorn.kernel("log_row_lse", dt)[(n, _gk(K)), t]
     cgrid, cblock = _col_launch(st.M0.shape, K, st.n_chunks)
-    colp = _cs.kernel("log_col_partial", dt)[cgrid, cblock]
-    colf = _cs.kernel("log_col_finish", dt)[vgrid, t]
+    colp = cuda_sinkhorn.kernel("log_col_partial", dt)[cgrid, cblock]
+    colf = cuda_sinkhorn.kernel("log_col_finish", dt)[vgrid, t]
     errk = _k("uot_log_err_parts", dt)[_gk(K), t]
     for s in range(n_steps):
         st.uprev.copy_to_device(st.u)
@@ -685,7 +685,7 @@ def uot_log_loss(st):
     dt = st.M.dtype
     fu, fv = _log_shifted(st)
     loss = cuda.device_array(st.v.shape[0], dtype=dt)
-    _cs.gibbs_loss(st.M, st.c, _dev(fu, dt), _dev(fv, dt), loss)
+    cuda_sinkhorn.gibbs_loss(st.M, st.c, _dev(fu, dt), _dev(fv, dt), loss)
     return loss.copy_to_host()
 
 
