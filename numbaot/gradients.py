@@ -96,6 +96,27 @@ def sinkhorn2_value_and_grad(a, b, M, reg, method="sinkhorn", numItermax=1000, s
     ------
     ValueError, TypeError
         As :func:`numbaot.sinkhorn2`; ``method`` not one of the two above.
+
+    References
+    ----------
+    .. [1] M. Cuturi, "Sinkhorn Distances: Lightspeed Computation of Optimal
+       Transport", NeurIPS 2013.
+    .. [2] G. Peyre, M. Cuturi, "Computational Optimal Transport",
+       Foundations and Trends in Machine Learning 11(5-6) 2019, eq. 4.2.
+    .. [3] POT 0.9.7, ``ot.solve(a, b, M, reg, grad='envelope')`` (``ot.sinkhorn2``).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import numbaot
+    >>> a, b = np.array([0.4, 0.6]), numbaot.unif(3)
+    >>> M = numbaot.dist(np.array([[0.0], [1.0]]), np.array([[0.0], [0.5], [1.0]]))
+    >>> value, grad = numbaot.gradients.sinkhorn2_value_and_grad(a, b, M, 0.1)
+    >>> print(np.round(value, 4), np.round(grad["a"], 4))
+    -0.0432 [-0.0693  0.0693]
+    >>> print(np.round(grad["M"], 3))  # the plan
+    [[0.333 0.067 0.   ]
+     [0.    0.267 0.333]]
     """
     meth = _checks.check_method(method, ("sinkhorn", "sinkhorn_log"))
     _checks.check_reg(reg)  # before the arrays, as always
@@ -172,6 +193,26 @@ def empirical_sinkhorn2_value_and_grad(X_s, X_t, reg, a=None, b=None, metric="sq
     input dtype; ``grad`` arrays on the device; a batch of values as a
     device array).  A batch runs its problems one after the other, on
     either device.
+
+    References
+    ----------
+    .. [1] M. Cuturi, "Sinkhorn Distances: Lightspeed Computation of Optimal
+       Transport", NeurIPS 2013.
+    .. [2] G. Peyre, M. Cuturi, "Computational Optimal Transport",
+       Foundations and Trends in Machine Learning 11(5-6) 2019, Remark 4.23.
+    .. [3] POT 0.9.7, ``ot.bregman.empirical_sinkhorn2`` (``isLazy=True``).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import numbaot
+    >>> X_s, X_t = np.array([[0.0], [1.0]]), np.array([[0.0], [0.5], [1.0]])
+    >>> value, grad = numbaot.gradients.empirical_sinkhorn2_value_and_grad(X_s, X_t, 0.1)
+    >>> print(np.round(value, 4), sorted(grad))
+    -0.0496 ['X_s', 'X_t', 'a', 'b']
+    >>> print(np.round(grad["X_s"], 4))
+    [[-0.1667]
+     [ 0.1667]]
     """
     if metric not in LAZY_METRICS:
         raise ValueError(f"metric must be one of {sorted(LAZY_METRICS)}; got {metric!r}")

@@ -246,6 +246,23 @@ def barycenter(A, M, reg, weights=None, method="sinkhorn", numItermax=10000, sto
     arrays run 'sinkhorn' and 'sinkhorn_log' on the CUDA kernels (input
     dtype) and 'sinkhorn_stabilized' on host copies; results come back as
     device arrays (see the module docstring).
+
+    References
+    ----------
+    .. [1] J.-D. Benamou, G. Carlier, M. Cuturi, L. Nenna, G. Peyre, "Iterative
+       Bregman Projections for Regularized Transportation Problems", SIAM J.
+       Sci. Comput. 37(2), A1111-A1138, 2015, Prop. 1.
+    .. [2] POT 0.9.7, ``ot.bregman.barycenter`` (``ot.barycenter``).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import numbaot
+    >>> A = np.array([[0.5, 0.0], [0.5, 0.5], [0.0, 0.5]])  # two histograms
+    >>> M = numbaot.dist(np.array([[0.0], [0.5], [1.0]]))
+    >>> bary = numbaot.bregman.barycenter(A, M, 0.1, method="sinkhorn_log")
+    >>> print(np.round(bary, 4))
+    [0.2508 0.4983 0.2508]
     """
     meth = _checks.check_method(method, ("sinkhorn", "sinkhorn_stabilized", "sinkhorn_log"))
     if meth == "sinkhorn":
@@ -285,6 +302,22 @@ def barycenter_sinkhorn(A, M, reg, weights=None, numItermax=1000, stopThr=1e-4, 
     stopThr : float, default 1e-4
     verbose, log, warn : bool
         As POT.
+
+    References
+    ----------
+    .. [1] J.-D. Benamou, G. Carlier, M. Cuturi, L. Nenna, G. Peyre, "Iterative
+       Bregman Projections for Regularized Transportation Problems", SIAM J.
+       Sci. Comput. 37(2), A1111-A1138, 2015, eq. (12).
+    .. [2] POT 0.9.7, ``ot.bregman.barycenter_sinkhorn``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import numbaot
+    >>> A = np.array([[0.5, 0.0], [0.5, 0.5], [0.0, 0.5]])  # two histograms
+    >>> M = numbaot.dist(np.array([[0.0], [0.5], [1.0]]))
+    >>> print(np.round(numbaot.bregman.barycenter_sinkhorn(A, M, 0.1), 4))
+    [0.2508 0.4983 0.2508]
     """
     P = _problem(A, M, weights, reg, numItermax, stopThr)
     be = _backend(P.device)
@@ -344,6 +377,25 @@ def barycenter_stabilized(A, M, reg, tau=1e10, weights=None, numItermax=1000, st
     stopThr : float, default 1e-4
     verbose, log, warn : bool
         As POT.
+
+    References
+    ----------
+    .. [1] B. Schmitzer, "Stabilized Sparse Scaling Algorithms for Entropy
+       Regularized Transport Problems", SIAM J. Sci. Comput. 41(3),
+       A1443-A1481, 2019, Algorithm 2.
+    .. [2] J.-D. Benamou, G. Carlier, M. Cuturi, L. Nenna, G. Peyre, "Iterative
+       Bregman Projections for Regularized Transportation Problems", SIAM J.
+       Sci. Comput. 37(2), A1111-A1138, 2015.
+    .. [3] POT 0.9.7, ``ot.bregman.barycenter_stabilized``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import numbaot
+    >>> A = np.array([[0.5, 0.0], [0.5, 0.5], [0.0, 0.5]])  # two histograms
+    >>> M = numbaot.dist(np.array([[0.0], [0.5], [1.0]]))
+    >>> print(np.round(numbaot.bregman.barycenter_stabilized(A, M, 0.1), 4))
+    [0.2508 0.4983 0.2508]
     """
     if _dispatch.device_of(A=A, M=M, weights=weights) == "cuda":
         return _dispatch.via_host(barycenter_stabilized, (A, M, reg, tau),
@@ -455,6 +507,27 @@ def convolutional_barycenter2d(A, reg, weights=None, method="sinkhorn", numIterm
     CUDA kernels (input dtype; ``A`` validated on a host copy) and
     'sinkhorn_log' on host copies (CPU code); ``bar`` and the arrays of
     ``log`` are device arrays.
+
+    References
+    ----------
+    .. [1] J. Solomon, F. de Goes, G. Peyre, M. Cuturi, A. Butscher, A. Nguyen,
+       T. Du, L. Guibas, "Convolutional Wasserstein Distances: Efficient
+       Optimal Transportation on Geometric Domains", ACM Trans. Graph. 34(4),
+       2015, Algorithm 2.
+    .. [2] POT 0.9.7, ``ot.bregman.convolutional_barycenter2d``.
+
+    Examples
+    --------
+    Two 3 x 3 images with their mass in opposite corners; the barycenter sits
+    in the centre:
+
+    >>> import numpy as np
+    >>> import numbaot
+    >>> A = np.zeros((2, 3, 3)); A[0, 0, 0] = 1.0; A[1, 2, 2] = 1.0
+    >>> print(np.round(numbaot.bregman.convolutional_barycenter2d(A, 0.1), 3))
+    [[0.005 0.061 0.005]
+     [0.061 0.738 0.061]
+     [0.005 0.061 0.005]]
     """
     meth = _checks.check_method(method, ("sinkhorn", "sinkhorn_log"))
     device = _dispatch.device_of(A=A, weights=weights)

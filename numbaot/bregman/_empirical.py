@@ -82,6 +82,27 @@ def empirical_sinkhorn(X_s, X_t, reg, a=None, b=None, metric="sqeuclidean", numI
     -----
     UserWarning
         "Sinkhorn did not converge. ..." (if ``warn``).
+
+    References
+    ----------
+    .. [1] M. Cuturi, "Sinkhorn Distances: Lightspeed Computation of Optimal
+       Transport", NeurIPS 2013.
+    .. [2] G. Peyre, M. Cuturi, "Computational Optimal Transport",
+       Foundations and Trends in Machine Learning 11(5-6) 2019, Remark 4.23.
+    .. [3] POT 0.9.7, ``ot.bregman.empirical_sinkhorn``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import numbaot
+    >>> X_s, X_t = np.array([[0.0], [1.0]]), np.array([[0.0], [0.5], [1.0]])
+    >>> print(np.round(numbaot.bregman.empirical_sinkhorn(X_s, X_t, 0.1), 3))
+    [[0.333 0.167 0.   ]
+     [0.    0.167 0.333]]
+    >>> f, g = numbaot.bregman.empirical_sinkhorn(X_s, X_t, 0.1, isLazy=True)
+    >>> print(np.round(np.exp(f[:, None] + g[None, :] - numbaot.dist(X_s, X_t) / 0.1), 3))
+    [[0.333 0.167 0.   ]
+     [0.    0.167 0.333]]
     """
     if isLazy:
         f, g, lg, _, _ = lazy_solve(X_s, X_t, reg, a, b, metric, numIterMax, stopThr,
@@ -120,6 +141,20 @@ def empirical_sinkhorn2(X_s, X_t, reg, a=None, b=None, metric="sqeuclidean", num
     ------
     TypeError, ValueError
         As :func:`empirical_sinkhorn`.
+
+    References
+    ----------
+    .. [1] M. Cuturi, "Sinkhorn Distances: Lightspeed Computation of Optimal
+       Transport", NeurIPS 2013.
+    .. [2] POT 0.9.7, ``ot.bregman.empirical_sinkhorn2``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import numbaot
+    >>> X_s, X_t = np.array([[0.0], [1.0]]), np.array([[0.0], [0.5], [1.0]])
+    >>> print(np.round(numbaot.bregman.empirical_sinkhorn2(X_s, X_t, 0.1, isLazy=True), 4))
+    0.0834
     """
     if isLazy:
         _, _, lg, be, st = lazy_solve(X_s, X_t, reg, a, b, metric, numIterMax, stopThr,
@@ -160,6 +195,20 @@ def empirical_sinkhorn_divergence(X_s, X_t, reg, a=None, b=None, metric="sqeucli
     ------
     TypeError, ValueError
         As :func:`empirical_sinkhorn2`.
+
+    References
+    ----------
+    .. [1] A. Genevay, G. Peyre, M. Cuturi, "Learning Generative Models with
+       Sinkhorn Divergences", AISTATS 2018, eq. 2.
+    .. [2] POT 0.9.7, ``ot.bregman.empirical_sinkhorn_divergence``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import numbaot
+    >>> X_s, X_t = np.array([[0.0], [1.0]]), np.array([[0.0], [0.5], [1.0]])
+    >>> print(np.round(numbaot.bregman.empirical_sinkhorn_divergence(X_s, X_t, 0.1), 4))
+    0.0712
     """
     if warmstart is None:
         warmstart_a, warmstart_b = None, None

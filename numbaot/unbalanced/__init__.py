@@ -50,6 +50,27 @@ method dispatchers, which call the launchers of ``numbaot.cpu.unbalanced`` or
 ``numbaot.cuda.unbalanced`` (the same contract on both devices);
 ``_stabilized`` and ``_barycenter`` are NumPy ports of POT's host loops;
 ``_common`` holds the validated problem and the objective.
+
+References
+----------
+.. [1] L. Chizat, G. Peyre, B. Schmitzer, F.-X. Vialard, "Scaling
+   algorithms for unbalanced optimal transport problems", Mathematics of
+   Computation 87(314), 2563-2609, 2018.
+.. [2] C. Frogner, C. Zhang, H. Mobahi, M. Araya-Polo, T. Poggio, "Learning
+   with a Wasserstein Loss", NeurIPS 2015.
+.. [3] C. Sun, J. Hu, H. Jiang, "MAP-UOT: A Memory-Efficient Approach to
+   Unbalanced Optimal Transport Implementation", arXiv:2412.11079 2024.
+.. [4] POT 0.9.7, ``ot.unbalanced``.
+
+Examples
+--------
+>>> import numpy as np
+>>> import numbaot
+>>> a, b = np.array([0.4, 0.6]), numbaot.unif(3)
+>>> M = numbaot.dist(np.array([[0.0], [1.0]]), np.array([[0.0], [0.5], [1.0]]))
+>>> G = numbaot.unbalanced.sinkhorn_unbalanced(a, b, M, 0.1, 1.0)
+>>> print(np.round(G.sum(axis=1), 4))  # row marginals, relaxed from a
+[0.3897 0.5505]
 """
 from ._barycenter import (
     barycenter_unbalanced,

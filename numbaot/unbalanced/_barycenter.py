@@ -83,6 +83,23 @@ def barycenter_unbalanced_sinkhorn(A, M, reg, reg_m, weights=None, numItermax=10
     -----
     UserWarning
         "Numerical errors at iteration %s".
+
+    References
+    ----------
+    .. [1] L. Chizat, G. Peyre, B. Schmitzer, F.-X. Vialard, "Scaling
+       algorithms for unbalanced optimal transport problems", Mathematics of
+       Computation 87(314), 2563-2609, 2018, Algorithm 2.
+    .. [2] POT 0.9.7, ``ot.unbalanced.barycenter_unbalanced_sinkhorn``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import numbaot
+    >>> A = np.array([[0.5, 0.0], [0.5, 0.2], [0.0, 0.8]])  # two histograms
+    >>> M = numbaot.dist(np.array([[0.0], [0.5], [1.0]]))
+    >>> q = numbaot.unbalanced.barycenter_unbalanced_sinkhorn(A, M, 0.1, 1.0)
+    >>> print(np.round(q, 4))
+    [0.2135 0.4266 0.3528]
     """
     A, M, dt, reg, reg_m, weights, numItermax, stopThr = _bary_setup(
         A, M, reg, reg_m, weights, numItermax, stopThr)
@@ -150,6 +167,26 @@ def barycenter_unbalanced_stabilized(A, M, reg, reg_m, weights=None, tau=1e3, nu
     UserWarning
         "Numerical errors at iteration %s"; "Stabilized Unbalanced Sinkhorn did
         not converge..." when err > stopThr at the end.
+
+    References
+    ----------
+    .. [1] B. Schmitzer, "Stabilized Sparse Scaling Algorithms for Entropy
+       Regularized Transport Problems", SIAM J. Sci. Comput. 41(3),
+       A1443-A1481, 2019, Algorithm 2.
+    .. [2] L. Chizat, G. Peyre, B. Schmitzer, F.-X. Vialard, "Scaling
+       algorithms for unbalanced optimal transport problems", Mathematics of
+       Computation 87(314), 2563-2609, 2018.
+    .. [3] POT 0.9.7, ``ot.unbalanced.barycenter_unbalanced_stabilized``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import numbaot
+    >>> A = np.array([[0.5, 0.0], [0.5, 0.2], [0.0, 0.8]])  # two histograms
+    >>> M = numbaot.dist(np.array([[0.0], [0.5], [1.0]]))
+    >>> q = numbaot.unbalanced.barycenter_unbalanced_stabilized(A, M, 0.1, 1.0)
+    >>> print(np.round(q, 4))
+    [0.2135 0.4266 0.3528]
     """
     A, M, dt, reg, reg_m, weights, numItermax, stopThr = _bary_setup(
         A, M, reg, reg_m, weights, numItermax, stopThr)
@@ -231,6 +268,23 @@ def barycenter_unbalanced(A, M, reg, reg_m, method="sinkhorn", weights=None, num
     ------
     ValueError
         "Unknown method '<method>'." and the solvers' errors.
+
+    References
+    ----------
+    .. [1] L. Chizat, G. Peyre, B. Schmitzer, F.-X. Vialard, "Scaling
+       algorithms for unbalanced optimal transport problems", Mathematics of
+       Computation 87(314), 2563-2609, 2018.
+    .. [2] POT 0.9.7, ``ot.unbalanced.barycenter_unbalanced``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import numbaot
+    >>> A = np.array([[0.5, 0.0], [0.5, 0.2], [0.0, 0.8]])  # two histograms
+    >>> M = numbaot.dist(np.array([[0.0], [0.5], [1.0]]))
+    >>> q = numbaot.unbalanced.barycenter_unbalanced(A, M, 0.1, 1.0, method="sinkhorn_stabilized")
+    >>> print(np.round(q, 4))
+    [0.2135 0.4266 0.3528]
     """
     method = _checks.check_method(method, ("sinkhorn", "sinkhorn_stabilized",
                                            "sinkhorn_reg_scaling",

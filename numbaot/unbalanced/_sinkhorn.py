@@ -183,6 +183,31 @@ def sinkhorn_knopp_unbalanced(a, b, M, reg, reg_m, reg_type="kl", c=None, warmst
     UserWarning
         "Numerical errors at iteration %s" when K^T u has a zero or u, v get a
         NaN/inf (the previous iterate is returned), and the 'entropy' warning.
+
+    References
+    ----------
+    .. [1] L. Chizat, G. Peyre, B. Schmitzer, F.-X. Vialard, "Scaling
+       algorithms for unbalanced optimal transport problems", Mathematics of
+       Computation 87(314), 2563-2609, 2018, Algorithm 2.
+    .. [2] C. Sun, J. Hu, H. Jiang, "MAP-UOT: A Memory-Efficient Approach to
+       Unbalanced Optimal Transport Implementation", arXiv:2412.11079 2024, sec. 5.
+    .. [3] POT 0.9.7, ``ot.unbalanced.sinkhorn_knopp_unbalanced``.
+
+    Examples
+    --------
+    Two source points (mass 0.4, 0.6), three target points of mass 1/3, KL
+    marginal penalties of weight ``reg_m = 1``; the plan's mass is no longer 1:
+
+    >>> import numpy as np
+    >>> import numbaot
+    >>> a, b = np.array([0.4, 0.6]), numbaot.unif(3)
+    >>> M = numbaot.dist(np.array([[0.0], [1.0]]), np.array([[0.0], [0.5], [1.0]]))
+    >>> G = numbaot.unbalanced.sinkhorn_knopp_unbalanced(a, b, M, 0.1, 1.0)
+    >>> print(np.round(G, 3))
+    [[0.314 0.076 0.   ]
+     [0.    0.206 0.344]]
+    >>> print(np.round(G.sum(), 4))
+    0.9402
     """
     S = setup(a, b, M, reg, reg_m, reg_type, c, warmstart, numItermax, stopThr, allow_cuda=True)
     return _knopp(S, verbose, log)
@@ -249,6 +274,28 @@ def sinkhorn_unbalanced_log(a, b, M, reg, reg_m, reg_type="kl", c=None, warmstar
     UserWarning
         "Numerical errors at iteration %s" if a NaN appears (the previous
         iterate is returned); the 'entropy' warning.
+
+    References
+    ----------
+    .. [1] L. Chizat, G. Peyre, B. Schmitzer, F.-X. Vialard, "Scaling
+       algorithms for unbalanced optimal transport problems", Mathematics of
+       Computation 87(314), 2563-2609, 2018, sec. 4.1.
+    .. [2] B. Schmitzer, "Stabilized Sparse Scaling Algorithms for Entropy
+       Regularized Transport Problems", SIAM J. Sci. Comput. 41(3),
+       A1443-A1481, 2019.
+    .. [3] POT 0.9.7, ``ot.unbalanced.sinkhorn_unbalanced`` (numbaot's
+       ``method='sinkhorn_log'`` has no POT counterpart).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import numbaot
+    >>> a, b = np.array([0.4, 0.6]), numbaot.unif(3)
+    >>> M = numbaot.dist(np.array([[0.0], [1.0]]), np.array([[0.0], [0.5], [1.0]]))
+    >>> G = numbaot.unbalanced.sinkhorn_unbalanced_log(a, b, M, 0.1, 1.0)
+    >>> print(np.round(G, 3))  # the plan of sinkhorn_knopp_unbalanced
+    [[0.314 0.076 0.   ]
+     [0.    0.206 0.344]]
     """
     S = setup(a, b, M, reg, reg_m, reg_type, c, warmstart, numItermax, stopThr, allow_cuda=True)
     return _log_solve(S, verbose, log)
@@ -306,6 +353,24 @@ def sinkhorn_unbalanced(a, b, M, reg, reg_m, method="sinkhorn", reg_type="kl", c
         "Unknown method '<method>'." and the solvers' errors.
     TypeError
         ``method`` not a string, and the solvers' errors.
+
+    References
+    ----------
+    .. [1] L. Chizat, G. Peyre, B. Schmitzer, F.-X. Vialard, "Scaling
+       algorithms for unbalanced optimal transport problems", Mathematics of
+       Computation 87(314), 2563-2609, 2018.
+    .. [2] POT 0.9.7, ``ot.unbalanced.sinkhorn_unbalanced``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import numbaot
+    >>> a, b = np.array([0.4, 0.6]), numbaot.unif(3)
+    >>> M = numbaot.dist(np.array([[0.0], [1.0]]), np.array([[0.0], [0.5], [1.0]]))
+    >>> G = numbaot.unbalanced.sinkhorn_unbalanced(a, b, M, 0.1, 1.0, method="sinkhorn_log")
+    >>> print(np.round(G, 3))
+    [[0.314 0.076 0.   ]
+     [0.    0.206 0.344]]
     """
     method = _checks.check_method(method, METHODS)
     return _solve(method, a, b, M, reg, reg_m, reg_type, c, warmstart, numItermax, stopThr,
@@ -337,6 +402,23 @@ def sinkhorn_unbalanced2(a, b, M, reg, reg_m, method="sinkhorn", reg_type="kl", 
     ------
     ValueError
         "Unknown method <method>."; "Unknown returnCost = <value>"; the solvers' errors.
+
+    References
+    ----------
+    .. [1] L. Chizat, G. Peyre, B. Schmitzer, F.-X. Vialard, "Scaling
+       algorithms for unbalanced optimal transport problems", Mathematics of
+       Computation 87(314), 2563-2609, 2018.
+    .. [2] POT 0.9.7, ``ot.unbalanced.sinkhorn_unbalanced2``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import numbaot
+    >>> a, b = np.array([0.4, 0.6]), numbaot.unif(3)
+    >>> M = numbaot.dist(np.array([[0.0], [1.0]]), np.array([[0.0], [0.5], [1.0]]))
+    >>> loss = numbaot.unbalanced.sinkhorn_unbalanced2(a, b, M, 0.1, 1.0)
+    >>> print(np.round(loss, 4))  # <gamma, M>_F
+    0.0706
     """
     if not isinstance(method, str) or method.lower() not in METHODS:
         if not isinstance(method, str):

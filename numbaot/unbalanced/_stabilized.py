@@ -97,6 +97,27 @@ def sinkhorn_stabilized_unbalanced(a, b, M, reg, reg_m, reg_type="kl", c=None, w
     UserWarning
         "Numerical errors at iteration %s"; "Stabilized Unbalanced Sinkhorn did
         not converge..." when err > stopThr at the end; the 'entropy' warning.
+
+    References
+    ----------
+    .. [1] B. Schmitzer, "Stabilized Sparse Scaling Algorithms for Entropy
+       Regularized Transport Problems", SIAM J. Sci. Comput. 41(3),
+       A1443-A1481, 2019, Algorithm 2.
+    .. [2] L. Chizat, G. Peyre, B. Schmitzer, F.-X. Vialard, "Scaling
+       algorithms for unbalanced optimal transport problems", Mathematics of
+       Computation 87(314), 2563-2609, 2018.
+    .. [3] POT 0.9.7, ``ot.unbalanced.sinkhorn_stabilized_unbalanced``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import numbaot
+    >>> a, b = np.array([0.4, 0.6]), numbaot.unif(3)
+    >>> M = numbaot.dist(np.array([[0.0], [1.0]]), np.array([[0.0], [0.5], [1.0]]))
+    >>> G = numbaot.unbalanced.sinkhorn_stabilized_unbalanced(a, b, M, 0.1, 1.0)
+    >>> print(np.round(G, 3))
+    [[0.314 0.076 0.   ]
+     [0.    0.206 0.344]]
     """
     S = setup(a, b, M, reg, reg_m, reg_type, c, warmstart, numItermax, stopThr,
               allow_paired=False, method_name="sinkhorn_stabilized_unbalanced")
@@ -203,6 +224,24 @@ def sinkhorn_unbalanced_translation_invariant(a, b, M, reg, reg_m, reg_type="kl"
     ------
     TypeError, ValueError
         As :func:`numbaot.unbalanced.sinkhorn_knopp_unbalanced`; 2-D ``a``.
+
+    References
+    ----------
+    .. [1] T. Sejourne, F.-X. Vialard, G. Peyre, "Faster Unbalanced Optimal
+       Transport: Translation invariant Sinkhorn and 1-D Frank-Wolfe",
+       AISTATS 2022, Algorithm 2.
+    .. [2] POT 0.9.7, ``ot.unbalanced.sinkhorn_unbalanced_translation_invariant``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import numbaot
+    >>> a, b = np.array([0.4, 0.6]), numbaot.unif(3)
+    >>> M = numbaot.dist(np.array([[0.0], [1.0]]), np.array([[0.0], [0.5], [1.0]]))
+    >>> G = numbaot.unbalanced.sinkhorn_unbalanced_translation_invariant(a, b, M, 0.1, 1.0)
+    >>> print(np.round(G, 3))
+    [[0.314 0.076 0.   ]
+     [0.    0.206 0.344]]
     """
     S = setup(a, b, M, reg, reg_m, reg_type, c, warmstart, numItermax, stopThr,
               allow_paired=False, method_name="sinkhorn_unbalanced_translation_invariant")
