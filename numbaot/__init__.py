@@ -31,6 +31,7 @@ from . import implicit
 from .implicit import sinkhorn_operator, sinkhorn_operator_backward
 from . import unbalanced
 from .unbalanced import barycenter_unbalanced, sinkhorn_unbalanced, sinkhorn_unbalanced2
+from ._warmup import warmup
 from . import distributed  # imports mpi4py only when one of its functions is called
 
 __version__ = "0.1.0"
@@ -69,6 +70,8 @@ __all__ = [
     "sinkhorn_unbalanced",
     "sinkhorn_unbalanced2",
     "barycenter_unbalanced",
+    # ahead-of-time compilation (python -m numbaot warmup)
+    "warmup",
     # MPI (mpi4py): solvers over row blocks on several processes
     "distributed",
 ]

@@ -1,0 +1,70 @@
+"""numbaot.warmup and ``python -m numbaot warmup``: argument checks, what a
+step compiles, and the command line."""
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import numbaot
+from numbaot._warmup import WARMUP_FUNCTIONS
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def test_every_name_is_public_numbaot():
+    # a warm-up step is named after the public function it compiles
+    from numbaot import bregman
+    for name in WARMUP_FUNCTIONS:
+        assert hasattr(numbaot, name) or hasattr(bregman, name), name
+
+
+def test_warmup_compiles_the_kernels_it_names():
+    from numbaot.cpu import scan as cpu_scan
+    seconds = numbaot.warmup(["discounted_cumsum_right", "gae"], dtypes=("float32",),
+                             verbose=False)
+    assert set(seconds) == {("discounted_cumsum_right", "float32"), ("gae", "float32")}
+    assert all(s >= 0.0 for s in seconds.values())
+    # the float32 kernels now hold a compiled float32 signature
+    sigs = [str(s) for fn in vars(cpu_scan).values()
+            if hasattr(fn, "signatures") for s in fn.signatures]
+    assert any("float32" in s for s in sigs)
+
+
+def test_progress_lines(capsys):
+    numbaot.warmup("gae", dtypes="float64")
+    err = capsys.readouterr().err
+    assert "[ 1/1] gae float64" in err and "1 steps in" in err
+
+
+@pytest.mark.parametrize("functions, exc, match", [
+    (["sinkhorn", "nope"], ValueError, "functions: unknown name"),
+    ([3], ValueError, "functions: unknown name"),
+    (7, TypeError, "functions must be None or a list"),
+])
+def test_bad_functions(functions, exc, match):
+    with pytest.raises(exc, match=match):
+        numbaot.warmup(functions, verbose=False)
+
+
+@pytest.mark.parametrize("dtypes", [("float16",), ("int64",), (), ("complex128",)])
+def test_bad_dtypes(dtypes):
+    with pytest.raises(ValueError, match="dtypes"):
+        numbaot.warmup(["gae"], dtypes=dtypes, verbose=False)
+
+
+def test_numpy_dtypes_accepted():
+    seconds = numbaot.warmup(["gae"], dtypes=(np.float64, np.dtype("float32")), verbose=False)
+    assert set(seconds) == {("gae", "float64"), ("gae", "float32")}
+
+
+def test_command_line():
+    run = subprocess.run([sys.executable, "-m", "numbaot", "warmup", "--functions", "gae",
+                          "--dtypes", "float64"], cwd=ROOT, capture_output=True, text=True,
+                         timeout=600)
+    assert run.returncode == 0, run.stderr
+    assert "gae float64" in run.stderr
+    bad = subprocess.run([sys.executable, "-m", "numbaot", "warmup", "--functions", "nope"],
+                         cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert bad.returncode == 2 and "unknown name" in bad.stderr
