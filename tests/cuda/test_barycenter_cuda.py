@@ -34,28 +34,6 @@ def _problem(rng, dim=5, H=2, dtype=np.float64):
     return A.astype(dtype), M.astype(dtype), w.astype(dtype)
 
 
-@pytest.mark.parametrize("method", ["sinkhorn", "sinkhorn_log"])
-def test_barycenter_matches_pot_and_cpu(cuda, rng, method):
-    A, M, w = _problem(rng)
-    A0, M0, w0 = A.copy(), M.copy(), w.copy()
-    dA, dM, dw = cuda.to_device(A), cuda.to_device(M), cuda.to_device(w)
-    kw = dict(weights=None, method=method, numItermax=2, stopThr=0.0, log=True)
-    with pytest.warns(UserWarning, match="did not converge"):
-        bar, lg = barycenter(dA, dM, 0.2, **dict(kw, weights=dw))
-    assert is_device_array(bar) and bar.dtype == np.float64 and bar.shape == (5,)
-    with pytest.warns(UserWarning, match="did not converge"):
-        barp, lgp = ot.bregman.barycenter(A, M, 0.2, **dict(kw, weights=w))
-    barc, lgc = barycenter(A, M, 0.2, **dict(kw, weights=w, warn=False))
-    np.testing.assert_allclose(bar.copy_to_host(), barp, **F64)
-    np.testing.assert_allclose(bar.copy_to_host(), barc, **F64)
-    assert lg["niter"] == lgp["niter"] == 1
-    np.testing.assert_allclose(lg["err"], lgp["err"], rtol=1e-9, atol=1e-15)
-    # caller arrays untouched
-    np.testing.assert_array_equal(dA.copy_to_host(), A0)
-    np.testing.assert_array_equal(dM.copy_to_host(), M0)
-    np.testing.assert_array_equal(dw.copy_to_host(), w0)
-
-
 def test_stopping_rule_as_pot(cuda, rng):
     """A stopThr above the first error: the loop stops at the first test
     (ii == 1), without a warning, on both devices and in POT."""

@@ -96,17 +96,6 @@ def test_batched_b_losses(cuda, rng, path, method):
     np.testing.assert_allclose(_h(W), ot.sinkhorn2(a, b, M, 0.5, **kw), **F64)
 
 
-def test_paired_batch_one_launch(cuda, rng):
-    a, b, M = _problem(rng, n=4, m=5, k=2)
-    A = np.stack([a, a[::-1]], axis=1)
-    for method in ("sinkhorn", "sinkhorn_log"):
-        W = numbaot.sinkhorn2(cuda.to_device(A), cuda.to_device(b), cuda.to_device(M), 0.5,
-                              method=method, numItermax=6, warn=False)
-        ref = [ot.sinkhorn2(A[:, k], b[:, k], M, 0.5, method=method, numItermax=6, warn=False)
-               for k in range(2)]
-        np.testing.assert_allclose(_h(W), ref, **F64)
-
-
 def test_log_domain_zero_weights_and_small_reg(cuda, rng, path):
     """log 0 = -inf in the online (max, sum) merges; reg small enough that
     the multiplicative kernel underflows."""
