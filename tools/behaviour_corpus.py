@@ -84,6 +84,10 @@ from numba.core.errors import NumbaWarning  # noqa: E402
 
 import numbaot  # noqa: E402
 
+# which numbaot is fingerprinted (an installed copy shadows the checkout
+# unless PYTHONPATH names one)
+print(f"behaviour_corpus: numbaot from {os.path.dirname(numbaot.__file__)}", file=sys.stderr)
+
 THREADS = 2
 
 #: Batch sizes (problems sharing one matrix).  From numbaot._config.BATCH_MINOR_MIN
