@@ -6,11 +6,14 @@
 ``knopp_plan`` and their ``log_`` counterparts) under the control flow of
 ``numbaot._loops``; ``knopp_outputs`` / ``log_outputs`` shape the results as
 POT does.  Shared by ``numbaot.bregman``, ``numbaot.gradients`` and the
-point-cloud solvers; validation happens before (``numbaot._checks``).
+point-cloud solvers; validation happens before (``numbaot._checks``), except
+the checks that need ``reg`` with the problem (equal masses, the scale of
+M / reg: ``_checks.check_balanced``), which the solves run first, so that
+every caller has them.
 """
 import numpy as np
 
-from . import _dispatch, _loops
+from . import _checks, _dispatch, _loops
 
 
 def backend(P):
@@ -33,13 +36,11 @@ def vector_result(P, x):
 
 def loss_result(P, loss):
     """The losses (n_problems,) as returned: a vector for 2-D ``b``, else the
-    single loss (a NumPy scalar of the result dtype on the GPU path; a 0-d
-    array on the CPU path, as before this layer was shared)."""
+    single loss as a NumPy scalar of the result dtype (``np.float64`` /
+    ``np.float32``, POT's type) on either device."""
     if P.n_hists:
         return vector_result(P, loss)
-    if P.device == "cuda":
-        return P.dtype.type(loss[0])
-    return np.asarray(loss[0], dtype=P.dtype)
+    return P.dtype.type(loss[0])
 
 
 def plan_result(P, plan):
@@ -52,12 +53,21 @@ def _per_problem(P, x):
     return x.T if P.n_hists else x[0]
 
 
+def _outputs(P, loss, plan, log, want_loss, log_dict):
+    """The common tail of :func:`knopp_outputs` and :func:`log_outputs`: the
+    losses (``loss()``) for ``want_loss`` or a batch, else the plan
+    (``plan()``); with ``log``, also ``log_dict()``."""
+    res = loss_result(P, loss()) if want_loss or P.n_hists else plan_result(P, plan())
+    return (res, log_dict()) if log else res
+
+
 # --------------------------------------------------------------------------
 # Sinkhorn-Knopp
 # --------------------------------------------------------------------------
 def knopp_solve(P, reg, numItermax, stopThr, verbose, log, warn, warmstart):
     """Run POT's Sinkhorn-Knopp on problem ``P``.  Returns (launcher module,
     state, error list, last iteration)."""
+    _checks.check_balanced(P, reg)
     be = backend(P)
     u, v = _loops.knopp_start(P, warmstart)
     st = be.KnoppState(P.M, -1.0 / reg, P.a, P.b, u, v)
@@ -70,16 +80,14 @@ def knopp_outputs(P, solved, log, want_loss):
     """The plan (or the losses) and POT's log dict (``err``, ``niter``,
     ``u``, ``v``) of :func:`knopp_solve`'s result."""
     be, st, errs, ii = solved
-    if want_loss or P.n_hists:
-        res = loss_result(P, be.knopp_loss(st))
-    else:
-        res = plan_result(P, be.knopp_plan(st))
-    if not log:
-        return res
-    u, v = be.knopp_scalings(st)
-    lg = {"err": errs, "niter": ii}
-    lg["u"], lg["v"] = vector_result(P, _per_problem(P, u)), vector_result(P, _per_problem(P, v))
-    return res, lg
+
+    def log_dict():
+        u, v = be.knopp_scalings(st)
+        return {"err": errs, "niter": ii, "u": vector_result(P, _per_problem(P, u)),
+                "v": vector_result(P, _per_problem(P, v))}
+
+    return _outputs(P, lambda: be.knopp_loss(st), lambda: be.knopp_plan(st), log, want_loss,
+                    log_dict)
 
 
 # --------------------------------------------------------------------------
@@ -89,6 +97,7 @@ def log_solve(P, reg, numItermax, stopThr, warmstart):
     """Run POT's log-domain Sinkhorn (a stopping test per problem) on
     problem ``P``.  Returns (launcher module, state, the result dict of
     ``_loops.log_loop``)."""
+    _checks.check_balanced(P, reg)
     be = backend(P)
     loga, logb, u, v = _loops.log_start(P, warmstart)
     st = be.LogState(P.M, -1.0 / reg, loga, logb, P.b, u, v)
@@ -102,16 +111,15 @@ def log_outputs(P, solved, log, want_loss):
     result: ``err``, ``niter`` (single problem only), ``log_u``, ``log_v``,
     ``u``, ``v``."""
     be, st, res = solved
-    if want_loss or P.n_hists:
-        out = loss_result(P, be.log_loss(st))
-    else:
-        out = plan_result(P, be.log_plan(st))
-    if not log:
-        return out
-    u, v = be.log_potentials(st)
-    log_u = np.asarray(_per_problem(P, u), dtype=P.dtype)
-    log_v = np.asarray(_per_problem(P, v), dtype=P.dtype)
-    lg = {} if P.n_hists else {"err": res["errs"][0], "niter": res["niter"][0]}
-    lg["log_u"], lg["log_v"] = vector_result(P, log_u), vector_result(P, log_v)
-    lg["u"], lg["v"] = vector_result(P, np.exp(log_u)), vector_result(P, np.exp(log_v))
-    return out, lg
+
+    def log_dict():
+        u, v = be.log_potentials(st)
+        log_u = np.asarray(_per_problem(P, u), dtype=P.dtype)
+        log_v = np.asarray(_per_problem(P, v), dtype=P.dtype)
+        lg = {} if P.n_hists else {"err": res["errs"][0], "niter": res["niter"][0]}
+        lg["log_u"], lg["log_v"] = vector_result(P, log_u), vector_result(P, log_v)
+        lg["u"], lg["v"] = vector_result(P, np.exp(log_u)), vector_result(P, np.exp(log_v))
+        return lg
+
+    return _outputs(P, lambda: be.log_loss(st), lambda: be.log_plan(st), log, want_loss,
+                    log_dict)

@@ -21,6 +21,12 @@ __all__ = [
     "result_dtype",
     "Problem",
     "prepare_problem",
+    "check_stop_thr",
+    "check_cost_scale",
+    "check_balanced",
+    "check_equal_mass",
+    "check_warmstart",
+    "warmstart_items",
 ]
 
 
@@ -30,8 +36,17 @@ def as_real_array(x, name):
     Raises
     ------
     TypeError
-        If ``x`` is complex, boolean, or not numeric.
+        If ``x`` is complex, boolean, or not numeric; a masked array
+        (``np.ma.MaskedArray``: its mask would be silently dropped).
     """
+    if type(x) is np.ndarray:  # the common case: only the dtype to check
+        if x.dtype.kind in "fiu":
+            return x
+    elif isinstance(x, np.ma.MaskedArray):
+        raise TypeError(
+            f"{name} is a masked array (np.ma.MaskedArray): its mask would be ignored; "
+            f"pass {name}.filled(...) or {name}.compressed() as a plain ndarray"
+        )
     if _dispatch.is_device_array(x):
         raise TypeError(
             f"{name} is a GPU array where a host (NumPy) array is expected"
@@ -76,18 +91,58 @@ def check_common(reg, numItermax, stopThr, iter_name="numItermax"):
     """The scalars every Sinkhorn-family solver takes: ``(reg, numItermax,
     stopThr)`` checked by :func:`check_reg`, :func:`check_iter_count` (under
     the name ``iter_name``, e.g. POT's ``numIterMax`` of the empirical
-    solvers) and :func:`check_real_scalar`."""
+    solvers) and :func:`check_stop_thr`."""
     return (check_reg(reg), check_iter_count(numItermax, iter_name),
-            check_real_scalar(stopThr, "stopThr"))
+            check_stop_thr(stopThr))
+
+
+def check_stop_thr(stopThr, name="stopThr"):
+    """A stopping threshold: a real number >= 0 (``inf`` allowed: stop at the
+    first check), returned as a float.  NaN never compares, so a NaN
+    threshold would silently run every iteration; a negative one too.
+
+    Raises
+    ------
+    TypeError
+        Not a real number.
+    ValueError
+        NaN or negative.
+    """
+    if type(stopThr) is float and stopThr >= 0.0:  # the common case (NaN fails here)
+        return stopThr
+    val = check_real_scalar(stopThr, name)
+    if not val >= 0.0:
+        raise ValueError(f"{name} must be a number >= 0 (inf allowed); got {stopThr!r}")
+    return val
+
+
+#: The largest iteration count accepted (:func:`check_iter_count`): counts are
+#: passed to compiled kernels as int64, where iteration indices plus a block
+#: offset must not overflow; 2**62 iterations would take centuries anyway.
+MAX_ITER_COUNT = 2 ** 62
 
 
 def check_iter_count(n, name="numItermax"):
-    """Validate an iteration count: an integer >= 0."""
+    """Validate an iteration count: an integer in [0, 2**62] (Python int or
+    NumPy integer; ``bool`` is refused), returned as a Python int.
+
+    Raises
+    ------
+    TypeError
+        Not an integer, or a bool.
+    ValueError
+        Negative, or larger than :data:`MAX_ITER_COUNT` (a kernel's int64
+        would overflow).
+    """
+    if type(n) is int and 0 <= n <= MAX_ITER_COUNT:  # the common case
+        return n
     if isinstance(n, (bool, np.bool_)) or not isinstance(n, (numbers.Integral, np.integer)):
         raise TypeError(f"{name} must be an integer; got {type(n).__name__}")
     n = int(n)
     if n < 0:
         raise ValueError(f"{name} must be >= 0; got {n}")
+    if n > MAX_ITER_COUNT:
+        raise ValueError(f"{name} must be <= 2**62 (an int64 iteration count); got {n}")
     return n
 
 
@@ -101,18 +156,28 @@ def check_method(method, allowed):
     return method.lower()
 
 
+_F32 = np.dtype(np.float32)
+_F64 = np.dtype(np.float64)
+_AS_F32 = (np.dtype(np.float16), _F32)
+
+
 def float_dtype_of(*dtypes):
-    """float32 when every dtype is float32 (or narrower), else float64 (and
-    float64 for none)."""
-    dt = np.result_type(*dtypes, np.float32) if dtypes else np.dtype(np.float64)
-    return np.dtype(np.float32) if dt == np.float32 else np.dtype(np.float64)
+    """The compute/result dtype of inputs of these dtypes: float32 when every
+    dtype is float32 or float16, else float64 (and float64 for none).
+
+    Integers of any width give float64, as POT (whose arithmetic promotes
+    integer arrays to float64); float16 gives float32, the nearest dtype the
+    kernels have (POT would return float16)."""
+    if dtypes and all(np.dtype(d) in _AS_F32 for d in dtypes):
+        return _F32
+    return _F64
 
 
 def result_dtype(*arrays):
-    """float32 when every non-empty input is float32 (or narrower), else
-    float64: empty inputs do not vote (POT's empty a, b mean uniform
-    weights).  Where an empty array's dtype must count (an empty batch),
-    use :func:`float_dtype_of` on the dtypes."""
+    """float32 when every non-empty input is float32 or float16, else
+    float64 (integers give float64): empty inputs do not vote (POT's empty
+    a, b mean uniform weights).  Where an empty array's dtype must count (an
+    empty batch), use :func:`float_dtype_of` on the dtypes."""
     return float_dtype_of(*(x.dtype for x in arrays if x.size > 0))
 
 
@@ -131,6 +196,11 @@ class Problem:
     device : "cpu", or "cuda" when ``M`` is a numba device array (the
         histograms ``a``, ``b`` are still validated host arrays: O(dim)).
     like : the caller's ``M`` (CUDA results are returned as its array kind).
+    absmax : max |M_ij| as a float, found by the finiteness scan of
+        :func:`prepare_problem` (None for a device ``M``); read by
+        :func:`check_cost_scale`.
+    mass_tol : relative tolerance of :func:`check_equal_mass` for the dtypes
+        of the caller's ``a`` and ``b`` (:func:`mass_tolerance`).
     """
 
     M: np.ndarray
@@ -141,6 +211,8 @@ class Problem:
     paired: bool
     device: str = "cpu"
     like: object = None
+    absmax: float = None
+    mass_tol: float = 1.5e-6
 
     @property
     def shape(self):
@@ -162,11 +234,15 @@ def _check_weights(w, name, dim, dim_name, require_mass=True):
             f"{dim} {dim_name}; expected {name}.shape[0] == {dim}"
         )
     wf = w.astype(np.float64)
+    sums = wf.sum(axis=0)
+    if wf.ndim == 1 and wf.size:  # the common case: two reductions, no temporary
+        total = float(sums)
+        if wf.min() >= 0 and total < np.inf and (total > 0 or not require_mass):
+            return wf  # NaN fails ``min() >= 0``; an inf total takes the exact path
     if not np.all(np.isfinite(wf)):
         raise ValueError(f"{name} contains NaN or inf")
     if np.any(wf < 0):
         raise ValueError(f"{name} has negative entries; weights must be >= 0")
-    sums = wf.sum(axis=0)
     if require_mass and np.any(sums <= 0):
         raise ValueError(f"{name} must have a positive total mass (in every histogram)")
     return wf
@@ -240,8 +316,7 @@ def prepare_problem(a, b, M, allow_batch=True, method_name=None):
     a = as_real_array(a if a is not None else [], "a")
     b = as_real_array(b if b is not None else [], "b")
     dtype = result_dtype(a, b, M)
-    if not np.all(np.isfinite(M)):
-        raise ValueError("M contains NaN or inf; costs must be finite")
+    absmax = finite_absmax(M, "M", "costs must be finite")
     dim_a, dim_b = M.shape
 
     b2, b_cols = check_histograms(b, "b", dim_b, "columns", allow_batch, method_name)
@@ -249,8 +324,145 @@ def prepare_problem(a, b, M, allow_batch=True, method_name=None):
     n_hists = b_cols
     _check_pairing(a, b, a_cols, b_cols)
 
-    Mc = np.ascontiguousarray(M, dtype=dtype)
-    return Problem(M=Mc, a=a2, b=b2, dtype=dtype, n_hists=n_hists, paired=bool(a_cols))
+    return Problem(M=kernel_array(M, dtype), a=a2, b=b2, dtype=dtype, n_hists=n_hists,
+                   paired=bool(a_cols), absmax=absmax, mass_tol=mass_tolerance(a.dtype, b.dtype))
+
+
+def finite_absmax(x, name, what="entries must be finite"):
+    """max |x| as a float, ValueError if ``x`` (a non-empty host array) has
+    a NaN or inf.  One min and one max reduction (NaN propagates through
+    both), no temporary array: the cost of the finiteness test alone."""
+    lo, hi = x.min(), x.max()
+    if not (np.isfinite(lo) and np.isfinite(hi)):
+        raise ValueError(f"{name} contains NaN or inf; {what}")
+    return max(float(hi), -float(lo))
+
+
+def kernel_array(x, dtype):
+    """``x`` as a C-contiguous, writeable array of ``dtype`` for the kernels:
+    ``x`` itself when it already is one, else a copy (never a writeable
+    alias of the caller's memory).
+
+    A read-only array (``x.flags.writeable`` False: ``np.load(mmap_mode='r')``,
+    ``np.broadcast_to``, a frozen array) is copied because Numba types it
+    apart from a writeable one and would compile every kernel again for it
+    (7-12 s per public function on this machine kind, cached on disk per
+    signature); the copy is one pass over ``x``, less than one iteration of a
+    solver that reads ``x`` at least ten times."""
+    out = np.ascontiguousarray(x, dtype=dtype)
+    if not out.flags.writeable:
+        out = out.copy()
+    return out
+
+
+#: Largest max|M| / reg accepted (:func:`check_cost_scale`): 2**52, the
+#: reciprocal of float64's relative precision.  Beyond it the exponents
+#: -M/reg + f + g of the plan are sums of terms whose rounding error exceeds
+#: 1, so no digit of the plan is meaningful, and from about 1e19 the
+#: log-domain kernels overflow to inf/NaN (they did so silently before).
+COST_SCALE_MAX = 2.0 ** 52
+
+
+def check_cost_scale(M, reg, name="M", absmax=None):
+    """ValueError (naming ``name`` and ``reg``) when max |M| / reg exceeds
+    :data:`COST_SCALE_MAX` (2**52, about 4.5e15) or overflows.
+
+    ``M`` is a host array (or a :class:`Problem`, whose ``absmax`` from the
+    finiteness scan is reused: no pass over the matrix); ``absmax`` may be
+    given directly (e.g. max |x - y|^2 bounded from point clouds).  A device
+    ``Problem`` (``absmax`` None) is not checked.  Returns ``max|M| / reg``.
+
+    Raises
+    ------
+    ValueError
+        max |M| / reg > 2**52 (or not finite): the entropic problem is not
+        representable in floating point (exp(-M/reg) underflows everywhere
+        but at the minimum; log-domain potentials lose every digit).
+    """
+    if isinstance(M, Problem):
+        absmax = M.absmax
+        if absmax is None:
+            return None
+    elif absmax is None:
+        absmax = finite_absmax(M, name) if np.size(M) else 0.0
+    scale = absmax / reg
+    if not scale <= COST_SCALE_MAX:
+        raise ValueError(
+            f"{name} / reg is too large: max|{name}| / reg = {scale:.3g} "
+            f"(max|{name}| = {absmax:.3g}, reg = {reg:.3g}) exceeds 2**52 = 4.5e15; the "
+            f"entropic plan exp(-{name}/reg + f + g) cannot be computed in floating point "
+            f"(rescale {name}, e.g. {name} / max|{name}|, or increase reg)"
+        )
+    return scale
+
+
+def mass_tolerance(*dtypes):
+    """Relative tolerance of :func:`check_equal_mass` for weights of these
+    dtypes: POT's ``ot.emd`` test (``decimal=6``: 1.5e-6 on masses near 1),
+    made relative, widened to 32 ulps of the coarsest floating input
+    (float32: 3.8e-6, float16: 0.031), whose normalised histograms can be
+    that far from their nominal mass."""
+    tol = 1.5e-6
+    for dt in dtypes:
+        tol = max(tol, _MASS_TOL.get(dt, 1.5e-6))
+    return tol
+
+
+_MASS_TOL = {np.dtype(t): max(1.5e-6, 32 * float(np.finfo(t).eps))
+             for t in (np.float16, np.float32, np.float64, np.longdouble)}
+
+
+def check_equal_mass(a_mass, b_mass, tol, names=("a", "b")):
+    """ValueError when the masses of the balanced problems differ: for each
+    problem k, |a_mass[k] - b_mass[k]| > tol * max(a_mass[k], b_mass[k])
+    (``a_mass`` may have one entry shared by every problem).
+
+    A balanced plan (gamma 1 = a, gamma^T 1 = b) exists only if
+    sum a = sum b; POT runs anyway and returns a plan that meets neither
+    marginal (with a "did not converge" warning from ``sinkhorn``, none from
+    ``sinkhorn2``).
+    """
+    a_mass = np.asarray(a_mass, dtype=np.float64)
+    b_mass = np.asarray(b_mass, dtype=np.float64)
+    with np.errstate(invalid="ignore"):
+        big = np.maximum(a_mass, b_mass)
+        bad = ~((np.abs(a_mass - b_mass) <= tol * big) & (big < np.inf))  # inf mass: bad
+    if np.any(bad):
+        k = int(np.flatnonzero(np.broadcast_to(bad, np.broadcast(a_mass, b_mass).shape))[0])
+        sa = float(np.broadcast_to(a_mass, bad.shape)[k])
+        sb = float(np.broadcast_to(b_mass, bad.shape)[k])
+        where = f" (histogram {k})" if bad.size > 1 else ""
+        na, nb = names
+        with np.errstate(invalid="ignore"):
+            rel = abs(sa - sb) / max(sa, sb)
+        raise ValueError(
+            f"{na} and {nb} must have the same (finite) total mass for balanced OT{where}: "
+            f"sum {na} = {sa!r}, sum {nb} = {sb!r} (relative difference {rel:.2g}, tolerance "
+            f"{tol:.2g}); normalise both (e.g. {na} / {na}.sum()) or use numbaot.unbalanced"
+        )
+
+
+def check_balanced(P, reg):
+    """The checks of a balanced entropic problem ``P`` (a :class:`Problem`)
+    with regularisation ``reg``, after :func:`prepare_problem` and
+    :func:`check_common`: :func:`check_equal_mass` per problem (column of
+    2-D weights; tolerance ``P.mass_tol``) and :func:`check_cost_scale` on
+    ``P.absmax`` (no pass over ``M``).  O(n_problems * dim).
+
+    Raises
+    ------
+    ValueError
+        sum a != sum b (beyond the tolerance), naming a and b; max|M| / reg
+        too large, naming M and reg.
+    """
+    a_mass, b_mass = P.a.sum(axis=1), P.b.sum(axis=1)
+    if a_mass.size == 1 and b_mass.size == 1:  # one problem: Python floats
+        sa, sb = float(a_mass[0]), float(b_mass[0])
+        if not (abs(sa - sb) <= P.mass_tol * max(sa, sb) < np.inf):
+            check_equal_mass(a_mass, b_mass, P.mass_tol)
+    else:
+        check_equal_mass(a_mass, b_mass, P.mass_tol)
+    check_cost_scale(P, reg)
 
 
 # --------------------------------------------------------------------------
@@ -387,7 +599,7 @@ def _prepare_device_problem(a, b, M, allow_batch, method_name):
     _check_pairing(a, b, a_cols, b_cols)
     Mc = _dispatch.device_contiguous(Md, dtype)
     return Problem(M=Mc, a=a2, b=b2, dtype=dtype, n_hists=b_cols, paired=bool(a_cols),
-                   device="cuda", like=M)
+                   device="cuda", like=M, mass_tol=mass_tolerance(a.dtype, b.dtype))
 
 
 # --------------------------------------------------------------------------
@@ -410,6 +622,8 @@ def as_scan_array(x, name, on_device=False):
     ValueError
         ``x`` is not 1-D or 2-D.
     """
+    if type(x) is np.ndarray and x.dtype in _SCAN_DTYPES and x.ndim in (1, 2) and not on_device:
+        return x  # the common case, without as_real_array's dtype probes
     if on_device:
         arr = _dispatch.as_device_array(x)
         if np.dtype(arr.dtype) not in _SCAN_DTYPES:
@@ -440,6 +654,9 @@ def check_discount(gamma, batch, name="gamma", on_device=False):
     ValueError
         Wrong shape, NaN/inf, or a value outside [0, 1].
     """
+    if type(gamma) is float or type(gamma) is np.float64 or type(gamma) is np.float32:
+        if 0.0 <= gamma <= 1.0:  # the common case (NaN fails here too)
+            return np.full(batch, float(gamma)), False
     if _dispatch.is_device_array(gamma):
         gamma = _dispatch.as_device_array(gamma).copy_to_host()
     if isinstance(gamma, np.ndarray) and gamma.ndim == 0:
@@ -584,31 +801,110 @@ def check_reference_measure(c, shape):
     return cf
 
 
-def check_unbalanced_warmstart(warmstart, shape, n_hists):
-    """(log u, log v) of shapes (dim_a,), (dim_b,) (or (dim, n_hists) for 2-D
-    b); returned as float64 arrays (max(n_hists, 1), dim).  Entries may be
-    -inf (zero scaling), not NaN or +inf."""
+def check_warmstart(warmstart, shape, n_hists=0, weights=None, name="warmstart",
+                    per_hist_pairs=False):
+    """The one warm-start rule of every solver that takes ``warmstart``.
+
+    A warm start is a pair (tuple or list) of two real arrays: initial
+    log-scalings (log u, log v), or dual potentials (alpha, beta) for the
+    stabilized solvers, of shapes (dim_a,), (dim_b,) (shared by all
+    problems) or, when ``n_hists`` > 0, (dim_a, n_hists), (dim_b, n_hists).
+    Values must be finite, except -inf where the weight is zero (what a
+    solver's ``log`` holds there: u_i = 0 because a_i = 0), so that a log
+    can be fed back.  With ``per_hist_pairs`` (the log-domain solvers) and
+    ``n_hists`` > 0, POT's list of n_hists per-histogram pairs of 1-D
+    arrays is accepted too.
+
+    Parameters
+    ----------
+    warmstart : pair of array-like
+    shape : (dim_a, dim_b)
+    n_hists : int
+        Number of problems (0: one problem).
+    weights : pair of float64 arrays (n, dim_a), (n, dim_b), optional
+        The problem's weights (``Problem.a``, ``Problem.b``; n = 1 or
+        n_problems), where a zero allows -inf.  None: -inf is refused.
+    name : str
+        The argument's name in the messages.
+    per_hist_pairs : bool
+        Accept POT's per-histogram list for n_hists > 0.
+
+    Returns
+    -------
+    w_a, w_b : float64 C-contiguous new arrays, shapes (max(n_hists, 1), dim_a)
+        and (max(n_hists, 1), dim_b).
+
+    Raises
+    ------
+    TypeError
+        Not a tuple/list; non-numeric, boolean or complex arrays.
+    ValueError
+        Not exactly 2 items; wrong shapes; NaN, +inf, or -inf where the
+        weight is positive (log u_i = -inf there makes every later iterate
+        NaN in the log domain).
+    """
+    dims = (shape[0], shape[1])
     n_problems = max(n_hists, 1)
-    try:
-        w_a, w_b = warmstart
-    except (TypeError, ValueError):
-        raise ValueError(
-            f"warmstart must be a pair (log u, log v); got {type(warmstart).__name__}"
-        ) from None
+    if (per_hist_pairs and n_hists and isinstance(warmstart, (tuple, list))
+            and len(warmstart) == n_hists and all(
+                isinstance(w, (tuple, list)) and len(w) == 2 and np.ndim(w[0]) == 1
+                and np.ndim(w[1]) == 1 for w in warmstart)):
+        warmstart = tuple(np.stack([as_real_array(w[k], f"{name}[{i}][{k}]").astype(np.float64)
+                                    for i, w in enumerate(warmstart)], axis=1) for k in (0, 1))
+    hint = f", or a list of {n_hists} such pairs" if per_hist_pairs and n_hists else ""
+    warmstart = warmstart_items(warmstart, name, hint)
     out = []
-    for w, dim, name in ((w_a, shape[0], "warmstart[0]"), (w_b, shape[1], "warmstart[1]")):
-        w = as_real_array(w, name).astype(np.float64)
+    for k in (0, 1):
+        item = f"{name}[{k}]"
+        w = as_real_array(warmstart[k], item)
+        dim = dims[k]
         if n_hists and w.shape == (dim, n_hists):
-            w = np.ascontiguousarray(w.T)
+            w = np.ascontiguousarray(w.T, dtype=np.float64)
         elif w.shape == (dim,):
-            w = np.ascontiguousarray(np.broadcast_to(w, (n_problems, dim)))
+            w = np.array(np.broadcast_to(np.asarray(w, dtype=np.float64), (n_problems, dim)))
         else:
             expect = f"({dim},)" + (f" or ({dim}, {n_hists})" if n_hists else "")
-            raise ValueError(f"{name} must have shape {expect}; got {w.shape}")
-        if np.any(np.isnan(w)) or np.any(w == np.inf):
-            raise ValueError(f"{name} contains NaN or +inf")
+            raise ValueError(f"{item} must have shape {expect}; got {w.shape}")
+        if not np.all(np.isfinite(w)):
+            bad = np.isnan(w) | (w == np.inf)
+            if weights is None:
+                bad |= np.isneginf(w)
+            else:
+                bad = bad | (np.isneginf(w) & (weights[k] > 0))
+            if np.any(bad):
+                raise ValueError(
+                    f"{item} must be finite (-inf only where the weight is 0); got NaN, "
+                    f"+inf or -inf at a positive weight"
+                )
         out.append(w)
     return out[0], out[1]
+
+
+def warmstart_items(warmstart, name="warmstart", hint=""):
+    """The two items of a warm start: ``warmstart`` must be a tuple or list
+    of length 2 (the structural part of :func:`check_warmstart`, for callers
+    that pass the items on, e.g. ``empirical_sinkhorn_divergence``).
+
+    Raises
+    ------
+    TypeError
+        Not a tuple or list.
+    ValueError
+        Not exactly 2 items.
+    """
+    if not isinstance(warmstart, (tuple, list)):
+        raise TypeError(f"{name} must be a pair (tuple or list) of 2 arrays{hint}; got "
+                        f"{type(warmstart).__name__}")
+    if len(warmstart) != 2:
+        raise ValueError(f"{name} must be a pair of 2 arrays (e.g. (log u, log v)){hint}; "
+                         f"got {len(warmstart)} items")
+    return warmstart[0], warmstart[1]
+
+
+def check_unbalanced_warmstart(warmstart, shape, n_hists, weights=None):
+    """:func:`check_warmstart` (the one rule) under the name the unbalanced
+    and distributed solvers use."""
+    return check_warmstart(warmstart, shape, n_hists, weights)
 
 
 # --------------------------------------------------------------------------
@@ -665,8 +961,11 @@ def check_local_block(M_local, a_local, b):
     b : array-like or None, shape (dim_b,)
         See :func:`check_target_weights`.
 
-    Returns ``(M, a, b, dtype)``: M C-contiguous in the result dtype, ``a``
-    float64 (n_local,) or None (uniform), ``b`` float64 (dim_b,).
+    Returns ``(M, a, b, dtype, absmax, mass_tol)``: M C-contiguous and
+    writeable in the result dtype (:func:`kernel_array`), ``a`` float64
+    (n_local,) or None (uniform), ``b`` float64 (dim_b,), max |M_local| (from
+    the finiteness scan, for :func:`check_cost_scale` over all ranks) and the
+    tolerance of :func:`check_equal_mass` for the dtypes of the weights.
 
     Raises
     ------
@@ -679,11 +978,70 @@ def check_local_block(M_local, a_local, b):
     if M.ndim != 2 or M.shape[0] == 0 or M.shape[1] == 0:
         raise ValueError(f"M_local must be a 2-D array (n_local, dim_b) with at least one row "
                          f"and one column; got shape {M.shape}")
-    if not np.all(np.isfinite(M)):
-        raise ValueError("M_local contains NaN or inf; costs must be finite")
+    absmax = finite_absmax(M, "M_local", "costs must be finite")
     a_arr = as_real_array(a_local if a_local is not None else [], "a_local")
     b_arr = as_real_array(b if b is not None else [], "b")
     dtype = result_dtype(a_arr, b_arr, M)
     a = check_local_weights(a_arr, M.shape[0])
     bf = check_target_weights(b_arr, M.shape[1])
-    return np.ascontiguousarray(M, dtype=dtype), a, bf, dtype
+    return (kernel_array(M, dtype), a, bf, dtype, absmax,
+            mass_tolerance(a_arr.dtype, b_arr.dtype))
+
+
+# --------------------------------------------------------------------------
+# Barycenters (numbaot.bregman, numbaot.unbalanced)
+# --------------------------------------------------------------------------
+def check_barycenter_weights(weights, n_hists, name="weights"):
+    """Barycentric weights as float64 (n_hists,): uniform 1/n_hists for
+    ``None``; else finite, >= 0 and summing to 1 (within
+    :func:`mass_tolerance` of their dtype).  POT does not normalise them:
+    weights summing to s != 1 give a barycenter of the wrong mass (s = 0: a
+    vector of ones; s = 3: inf/NaN), so they are refused, not rescaled.
+
+    Raises
+    ------
+    TypeError
+        Non-numeric weights.
+    ValueError
+        Wrong shape, NaN/inf, negative entries, or a sum other than 1.
+    """
+    if weights is None:
+        return np.full(n_hists, 1.0 / n_hists)
+    w_in = as_real_array(weights, name)
+    w = w_in.astype(np.float64)
+    if w.shape != (n_hists,):
+        raise ValueError(f"{name} must have shape ({n_hists},) (one per histogram); got {w.shape}")
+    if not np.all(np.isfinite(w)) or np.any(w < 0):
+        raise ValueError(f"{name} must be finite and >= 0")
+    total = float(w.sum())
+    tol = mass_tolerance(w_in.dtype)
+    if not abs(total - 1.0) <= tol:
+        raise ValueError(f"{name} must sum to 1 (barycentric weights); got sum {total!r}; "
+                         f"normalise them, e.g. {name} / {name}.sum()")
+    return w
+
+
+def check_barycenter_masses(A, masses, equal, name="A", item="A[:, {}]"):
+    """The masses (float64 (n_hists,)) of the histograms of ``A`` (the
+    caller's array, for its dtype): ValueError on a histogram of zero mass
+    (the scaling iterations divide by its K^T u = 0: NaN, or "Numerical
+    errors"), and with ``equal`` (balanced barycenters) on masses that differ
+    by more than :func:`mass_tolerance` relatively (no balanced barycenter
+    exists: POT's iterations drift to NaN or stop unconverged).  ``item``
+    formats the name of histogram k ("A[:, {}]" or "A[{}]")."""
+    zero = np.flatnonzero(~(masses > 0))
+    if zero.size:
+        raise ValueError(f"{name} has a histogram of zero mass, {item.format(int(zero[0]))}; "
+                         f"every histogram needs a positive mass")
+    if equal:
+        lo, hi = int(np.argmin(masses)), int(np.argmax(masses))
+        tol = mass_tolerance(A.dtype)
+        if masses[hi] - masses[lo] > tol * masses[hi]:
+            hint = (f" ({name} holds integer counts: divide each histogram by its sum)"
+                    if np.issubdtype(A.dtype, np.integer) else "")
+            raise ValueError(
+                f"the histograms of {name} must have the same total mass for a balanced "
+                f"barycenter: sum {item.format(lo)} = {float(masses[lo])!r}, sum "
+                f"{item.format(hi)} = {float(masses[hi])!r} (relative difference "
+                f"{(masses[hi] - masses[lo]) / masses[hi]:.2g} > {tol:.2g}){hint}; normalise "
+                f"each histogram, or use numbaot.unbalanced.barycenter_unbalanced")

@@ -180,6 +180,24 @@ IMPLICIT_ABSORB = 1e30
 #: rounding).
 IMPLICIT_LOG_ONLY = 1e6
 
+#: Implicit backward (CPU): a matrix whose marginals of G*R (s_r = (G*R) 1,
+#: s_c = (G*R)^T 1) leave [1/IMPLICIT_CG_SCALE_BAND, IMPLICIT_CG_SCALE_BAND]
+#: in magnitude (0 excepted) runs its CG on the right-hand side scaled by a
+#: power of two (exact) that brings their largest magnitude into [0.5, 1),
+#: and the solution is scaled back: the backward is linear in G, but the
+#: CG's squared norms underflow to 0 below |G| ~ 1e-154 (no iteration, a
+#: wrong gradient with residual 0) and overflow above 1e154.  Inside the
+#: band (2^256 ~ 1e77: squared norms, also of residuals 1e-12 times smaller,
+#: stay normal numbers) nothing is scaled.  (The generated kernels, n <= 16,
+#: test the norm of the right-hand side instead: one comparison per matrix.)
+#: Out of the band the result dX is also checked for overflow (its entries
+#: are at most ~ the marginals times the solve's amplification); for a
+#: float32 dX the band is
+#: IMPLICIT_CG_SCALE_BAND_F32 (2^64), so that a dX beyond float32's range
+#: is caught too (scaling there changes no bit: powers of two are exact).
+IMPLICIT_CG_SCALE_BAND = 2.0 ** 256
+IMPLICIT_CG_SCALE_BAND_F32 = 2.0 ** 64
+
 #: CPU implicit backward: matrices with n <= max of these run the generated
 #: register-blocked CG kernels, n padded up to the next size listed (each size
 #: is one compiled specialisation, compiled on the first call at that size:
@@ -251,6 +269,15 @@ SCAN_CHUNK = 16384
 #: this (with more rows, one task per row keeps every core busy).
 SCAN_SPLIT_MAX_ROWS = 64
 
+#: CPU: the least work (entries of the (batch, N) input) worth one thread: a
+#: call with less work per thread runs on fewer threads (on one below this
+#: size), through ``_dispatch.threads_at_most``.  Waking a sleeping worker
+#: costs 0.1-10 ms on a shared VM (docs/performance-notes.md), and a
+#: descheduled one stalls the whole parallel region, while 2^18 float64
+#: entries take about 0.1 ms on one core (the (8192, 16) batch: 51 us on one
+#: thread, 32 us on two with idle cores).  Results do not depend on it.
+SCAN_MIN_THREAD_WORK = 2**18
+
 #: CPU: block length of the vectorised chunk reduction
 #: (``numbaot.cpu.scan._poly``, ``_PB``): blocks of this many entries are
 #: reduced by dot products with the powers g^0 .. g^(SCAN_POLY_BLOCK - 1) and
@@ -272,3 +299,30 @@ CUDA_SCAN_ROW_MAX_N = 64
 
 #: CUDA: threads per block of the one-thread-per-row and elementwise kernels.
 CUDA_SCAN_ROW_THREADS = 128
+
+# --------------------------------------------------------------------------
+# Entropic partial OT (numbaot.partial)
+# --------------------------------------------------------------------------
+#: Log-domain partial solver (``numbaot.cpu.partial.partial_log_run``): a
+#: column sum of POT's K1 computed in the exponential domain below this is
+#: treated as underflowed, and that iteration's column logsumexps are
+#: recomputed by the max-shifted ``numbaot.cpu.sinkhorn.log_col_lse`` pass.
+#: Above it, every term lost to underflow (< 1e-308 each) is far below the
+#: sum's rounding.
+PARTIAL_SUM_FLOOR = 1e-200
+
+# --------------------------------------------------------------------------
+# Stabilized and epsilon-scaling Sinkhorn (numbaot.bregman._stabilized)
+# --------------------------------------------------------------------------
+#: A problem of at most this many entries (dim_a x dim_b x n_problems)
+#: iterates in NumPy on one thread instead of launching the parallel kernels
+#: of ``numbaot.cpu.sinkhorn`` at every iteration (POT's host loop runs
+#: around each pass, so the launches and their thread wake-ups dominate
+#: small problems).  Measured on the 2-core development box (best of 300,
+#: one iteration's matrix work, NumPy ``a / (v @ K.T)``, ``u @ K`` against
+#: the parallel ``knopp_fused_pass``): 3.6 / 10.1 us at 64 x 64, 14.3 / 26.3
+#: us at 256 x 256, 54.3 / 44.5 us at 512 x 512, 402 / 257 us at 1024 x 1024;
+#: the crossover lies near 400 x 400.  On a loaded machine the parallel
+#: launches cost far more (a 6 x 5 problem took seconds), whence the bound
+#: at the low end of the crossover.
+STABILIZED_SERIAL_MAX_ENTRIES = 1 << 17

@@ -16,8 +16,9 @@ stopping rule is here once:
   ``ot.bregman.barycenter_sinkhorn``) and convolutional barycenters (error at
   ``ii % 10 == 9``, ``ot.bregman.convolutional_barycenter2d``).
 
-It also holds the verbose table format, POT's warning texts and the parsing
-of warm starts.  Nothing here imports a kernel module.
+It also holds the verbose table format, POT's warning texts and the initial
+iterates (warm starts checked by ``numbaot._checks.check_warmstart``).
+Nothing here imports a kernel module.
 """
 import warnings
 
@@ -222,60 +223,8 @@ def kl_div(p, q):
 
 
 # --------------------------------------------------------------------------
-# warm starts
+# initial iterates (warm starts are checked by numbaot._checks.check_warmstart)
 # --------------------------------------------------------------------------
-def warmstart_pair(warmstart, P, what):
-    """Warm start (w_a, w_b) as float64 arrays of shape (n_problems, dim).
-
-    Each array may have shape (dim,) (shared by all problems) or, for a batch,
-    (dim, n_hists).
-
-    Raises
-    ------
-    ValueError
-        Not a pair, a wrong shape, or NaN / +inf entries.
-    """
-    dim_a, dim_b = P.shape
-    n_problems = P.n_problems
-    try:
-        w_a, w_b = warmstart
-    except (TypeError, ValueError):
-        raise ValueError(f"warmstart must be a pair ({what}); got {type(warmstart).__name__}") from None
-    out = []
-    for w, dim, name in ((w_a, dim_a, "warmstart[0]"), (w_b, dim_b, "warmstart[1]")):
-        w = _checks.as_real_array(w, name).astype(np.float64)
-        if P.n_hists and w.shape == (dim, P.n_hists):
-            out.append(np.ascontiguousarray(w.T))
-        elif w.shape == (dim,):
-            out.append(np.ascontiguousarray(np.broadcast_to(w, (n_problems, dim))))
-        else:
-            expect = f"({dim},)" + (f" or ({dim}, {P.n_hists})" if P.n_hists else "")
-            raise ValueError(f"{name} must have shape {expect}; got {w.shape}")
-        if np.any(np.isnan(out[-1])) or np.any(out[-1] == np.inf):
-            raise ValueError(f"{name} contains NaN or +inf")
-    return out[0], out[1]
-
-
-def log_warmstart(warmstart, P):
-    """POT's conventions: (log_u, log_v) for one problem; for 2-D b a sequence
-    of per-histogram pairs.  numbaot also takes one pair of (dim, n_hists)
-    arrays."""
-    if P.n_hists == 0:
-        return warmstart_pair(warmstart, P, "log_u, log_v")
-    try:
-        items = list(warmstart)
-    except TypeError:
-        raise ValueError("warmstart must be a sequence") from None
-    per_hist = len(items) == P.n_hists and all(
-        isinstance(w, (tuple, list)) and len(w) == 2 and np.ndim(w[0]) == 1 for w in items
-    )
-    if per_hist:
-        w_a = np.stack([np.asarray(w[0], dtype=np.float64) for w in items])
-        w_b = np.stack([np.asarray(w[1], dtype=np.float64) for w in items])
-        return warmstart_pair((w_a.T, w_b.T), P, "log_u, log_v")
-    return warmstart_pair(warmstart, P, "log_u, log_v")
-
-
 def knopp_start(P, warmstart):
     """Initial scalings (u, v) of Sinkhorn-Knopp, float64 (n_problems, dim):
     POT's uniform 1/dim, or exp of the warm start's (log u, log v)."""
@@ -284,7 +233,7 @@ def knopp_start(P, warmstart):
     if warmstart is None:
         return (np.full((n_problems, dim_a), 1.0 / dim_a),
                 np.full((n_problems, dim_b), 1.0 / dim_b))
-    w_a, w_b = warmstart_pair(warmstart, P, "log u, log v")
+    w_a, w_b = _checks.check_warmstart(warmstart, P.shape, P.n_hists, (P.a, P.b))
     return np.exp(w_a), np.exp(w_b)
 
 
@@ -297,5 +246,6 @@ def log_start(P, warmstart):
         logb = np.log(P.b)
     if warmstart is None:
         return loga, logb, np.zeros((n_problems, P.shape[0])), np.zeros((n_problems, P.shape[1]))
-    u, v = log_warmstart(warmstart, P)
-    return loga, logb, u.copy(), v.copy()
+    u, v = _checks.check_warmstart(warmstart, P.shape, P.n_hists, (P.a, P.b),
+                                   per_hist_pairs=True)
+    return loga, logb, u, v

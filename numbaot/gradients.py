@@ -15,7 +15,17 @@ At convergence the envelope theorem gives its exact gradient:
   mean(log_v)): the dual potentials, centred as POT's
   ``ot.solve(..., grad='envelope')`` does.  value is only defined for
   histograms of equal mass, so only mass-preserving directions (sum da = 0)
-  are meaningful; along them the centring changes nothing;
+  are meaningful; along them the centring changes nothing.  The mean is
+  taken over the bins of positive weight;
+* at a bin of zero weight (a_i = 0) the derivative is -inf: the value holds
+  reg * a_i log a_i, whose slope is -inf at 0.  numbaot reports instead the
+  finite part, the same for every method and device: d value / d a_i =
+  reg * (t_i - mean(log_u)), t_i = -log sum_j exp(-M_ij / reg + log_v_j)
+  the soft c-transform of the target potential, i.e. the log-scaling the
+  bin would get per unit of mass (lim_{a_i -> 0} of the gradient minus
+  reg log a_i).  Moving mass eps from a bin p into such a bin changes
+  value - reg (eps log eps - eps) at the rate grad[i] - grad[p]; likewise
+  for b (POT's ``ot.solve`` centres the -inf potentials: NaN everywhere);
 * for point clouds, d value / d x_i = sum_j P_ij grad_x cost(x_i, y_j) (chain
   rule through the cost; for 'euclidean' the subgradient 0 at coincident
   points), and likewise for y_j.
@@ -42,12 +52,19 @@ iterations, large ``stopThr``) the returned gradient is that of the
 converged problem evaluated at the current iterate, not the derivative of
 the truncated iteration.
 """
+import warnings
+
 import numpy as np
 
 from . import _balanced, _checks, _dispatch, _loops
 from ._lazy import LAZY_METRICS, lazy_solve
 
 __all__ = ["sinkhorn2_value_and_grad", "empirical_sinkhorn2_value_and_grad"]
+
+#: numbaot's warning when a returned value or gradient is not finite.
+NONFINITE_GRAD = ("sinkhorn2_value_and_grad: the value or gradient holds NaN or inf "
+                  "(numerical errors in the Sinkhorn iterations); try method='sinkhorn_log' "
+                  "or a larger reg")
 
 
 def _backend(device):
@@ -90,12 +107,22 @@ def sinkhorn2_value_and_grad(a, b, M, reg, method="sinkhorn", numItermax=1000, s
         ``"M"``: the plan P, shape (dim_a, dim_b) (or (n_hists, dim_a, dim_b));
         ``"a"``: shape of ``a`` broadcast to the batch, (dim_a,) or
         (dim_a, n_hists); ``"b"``: (dim_b,) or (dim_b, n_hists): centred dual
-        potentials reg * (log_u - mean), reg * (log_v - mean).
+        potentials reg * (log_u - mean), reg * (log_v - mean), the mean over
+        the bins of positive weight; at a zero-weight bin the finite part of
+        the derivative (module docstring): reg * (soft c-transform - mean).
 
     Raises
     ------
     ValueError, TypeError
-        As :func:`numbaot.sinkhorn2`; ``method`` not one of the two above.
+        As :func:`numbaot.sinkhorn2` (among them max|M| / reg too large, or
+        unequal masses: ``numbaot._checks.check_balanced``); ``method`` not
+        one of the two above.
+
+    Warns
+    -----
+    UserWarning
+        The solver's warnings, and "... value or gradient holds NaN or
+        inf ..." when a result is not finite (host arrays).
 
     References
     ----------
@@ -132,8 +159,15 @@ def sinkhorn2_value_and_grad(a, b, M, reg, method="sinkhorn", numItermax=1000, s
     lu, lv = be.log_scalings(st, P.dtype)
     plan, vals = be.plan_and_value(P.M, -1.0 / reg, lu, lv)
     values = reg * vals
-    ga, gb = be.centred(lu, reg), be.centred(lv, reg)
+    za, zb = P.a == 0, P.b == 0
+    if za.any() or zb.any():  # numbaot's convention at zero-weight bins (see the docstring)
+        ga, gb = be.centred_support(P.M, -1.0 / reg, lu, lv, za, zb, reg)
+    else:
+        ga, gb = be.centred(lu, reg), be.centred(lv, reg)
     dt, like = P.dtype, P.like
+    if P.device == "cpu" and not (np.all(np.isfinite(values)) and np.all(np.isfinite(plan))
+                                  and np.all(np.isfinite(ga)) and np.all(np.isfinite(gb))):
+        warnings.warn(NONFINITE_GRAD)
     if P.n_hists:
         grad = {"a": be.result(ga, dt, like), "b": be.result(gb, dt, like),
                 "M": be.result(plan, dt, like)}
@@ -228,8 +262,9 @@ def empirical_sinkhorn2_value_and_grad(X_s, X_t, reg, a=None, b=None, metric="sq
         K = b_arr.shape[1]
         if a_arr is not None and a_arr.ndim == 2 and a_arr.shape[1] != K:
             raise ValueError(f"paired batch: a has {a_arr.shape[1]} histograms but b has {K}")
-        if K == 0:  # NumPy's np.stack message, the error this case has always raised
-            raise ValueError("need at least one array to stack")
+        if K == 0:
+            raise ValueError(f"b has shape {b_arr.shape}: no histogram to solve (2-D b needs "
+                             f"at least one column)")
         problems = [(a_arr[:, k] if a_arr is not None and a_arr.ndim == 2 else a_arr,
                      b_arr[:, k]) for k in range(K)]
         warmstart = None

@@ -2,6 +2,7 @@
 finite differences of the same function in float64, and the value against a
 dense NumPy evaluation of <P, M> + reg * sum P log P."""
 import numpy as np
+import ot
 import pytest
 
 import numbaot
@@ -163,3 +164,94 @@ def test_bad_input(rng):
 def test_exported():
     assert numbaot.sinkhorn2_value_and_grad is sinkhorn2_value_and_grad
     assert numbaot.empirical_sinkhorn2_value_and_grad is empirical_sinkhorn2_value_and_grad
+
+
+# --------------------------------------------------------------------------
+# zero-weight bins: numbaot's convention (issue 22, item 7)
+# --------------------------------------------------------------------------
+def _entropic_value(P, M, reg):
+    """<P, M> + reg * sum P log P (0 log 0 = 0) of a dense plan."""
+    nz = P > 0
+    return float(np.sum(P * M) + reg * np.sum(P[nz] * np.log(P[nz])))
+
+
+def _zero_bin_problem(rng):
+    a, b, M = _problem(rng, 6, 5)
+    a[[0, 3]] = 0.0
+    b[2] = 0.0
+    return a / a.sum(), b / b.sum(), M
+
+
+def _expected_zero_bin_grads(a, b, M, reg):
+    """The convention from POT's log-domain potentials (float64 closed
+    form): reg * (log u_i - mean over the positive bins) at a positive
+    bin, reg * (t_i - that mean) at a zero bin, t the soft c-transform
+    -log sum_j exp(-M_ij / reg + log v_j) (columns alike)."""
+    from scipy.special import logsumexp
+
+    with np.errstate(divide="ignore"):
+        _, log = ot.bregman.sinkhorn_log(a, b, M, reg, numItermax=100000, stopThr=1e-14,
+                                         log=True)
+    lu, lv = log["log_u"], log["log_v"]
+    t_a = -logsumexp(-M / reg + lv[None, :], axis=1)
+    t_b = -logsumexp(-M / reg + lu[:, None], axis=0)
+    ga = reg * (np.where(a > 0, lu, t_a) - lu[a > 0].mean())
+    gb = reg * (np.where(b > 0, lv, t_b) - lv[b > 0].mean())
+    return ga, gb
+
+
+@pytest.mark.parametrize("method", ["sinkhorn", "sinkhorn_log"])
+def test_zero_weight_bins_convention(rng, device, method):
+    """Both methods (and both devices) give the documented, finite
+    gradient at zero-weight bins, and leave the positive bins' as before."""
+    a, b, M = _zero_bin_problem(rng)
+    reg = 0.1
+    ga, gb = _expected_zero_bin_grads(a, b, M, reg)
+    val, g = sinkhorn2_value_and_grad(device.put(a), device.put(b), device.put(M), reg,
+                                      method=method, **TIGHT)
+    got_a, got_b = device.get(g["a"]), device.get(g["b"])
+    assert np.all(np.isfinite(got_a)) and np.all(np.isfinite(got_b))
+    np.testing.assert_allclose(got_a, ga, rtol=0, atol=1e-9)
+    np.testing.assert_allclose(got_b, gb, rtol=0, atol=1e-9)
+    P = device.get(g["M"])
+    assert np.all(P[a == 0] == 0) and np.all(P[:, b == 0] == 0)
+
+
+def test_zero_weight_bins_convention_batch(rng, device):
+    """2-D b whose histograms have their zero bins in different places."""
+    a, b, M = _zero_bin_problem(rng)
+    b2 = b[::-1].copy()
+    B = np.stack([b, b2], axis=1)
+    val, g = sinkhorn2_value_and_grad(device.put(a), device.put(B), device.put(M), 0.1,
+                                      method="sinkhorn_log", **TIGHT)
+    got_a, got_b = device.get(g["a"]), device.get(g["b"])
+    for k, bk in enumerate((b, b2)):
+        ga, gb = _expected_zero_bin_grads(a, bk, M, 0.1)
+        np.testing.assert_allclose(got_a[:, k], ga, rtol=0, atol=1e-9)
+        np.testing.assert_allclose(got_b[:, k], gb, rtol=0, atol=1e-9)
+
+
+def test_zero_weight_bin_gradient_is_a_one_sided_derivative(rng):
+    """What the convention means: with a_i0 = 0, moving mass eps from a
+    positive bin p into i0 changes value - reg * (eps log eps - eps) (the
+    value without the bin's own entropy term, whose slope is -inf at 0) at
+    the rate grad[i0] - grad[p].  Oracle: POT's plans, one-sided finite
+    differences, Richardson-extrapolated."""
+    a, b, M = _zero_bin_problem(rng)
+    reg, i0, p = 0.1, 0, 1
+    _, g = sinkhorn2_value_and_grad(a, b, M, reg, method="sinkhorn_log", **TIGHT)
+
+    def D(eps):
+        x = a.copy()
+        x[i0] += eps
+        x[p] -= eps
+        with np.errstate(divide="ignore"):
+            P = ot.bregman.sinkhorn_log(x, b, M, reg, numItermax=100000, stopThr=1e-15)
+        own = eps * np.log(eps) - eps if eps > 0 else 0.0
+        return _entropic_value(P, M, reg) - reg * own
+
+    h = 1e-5
+    d1 = (D(h) - D(0.0)) / h
+    d2 = (D(2 * h) - D(0.0)) / (2 * h)
+    slope = 2 * d1 - d2  # the O(h) term cancels
+    np.testing.assert_allclose(g["a"][i0] - g["a"][p], slope, rtol=0, atol=1e-6)

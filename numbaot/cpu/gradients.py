@@ -12,8 +12,8 @@ import numpy as np
 from . import empirical as cpu_empirical
 from . import sinkhorn as cpu_sinkhorn
 
-__all__ = ["log_scalings", "plan_and_value", "centred", "work_array", "result",
-           "values_result", "cloud_value", "cloud_grads", "cloud_centred"]
+__all__ = ["log_scalings", "plan_and_value", "centred", "centred_support", "work_array",
+           "result", "values_result", "cloud_value", "cloud_grads", "cloud_centred"]
 
 #: the launcher contract shared with numbaot.cuda.gradients
 LAUNCHERS = tuple(__all__)
@@ -85,6 +85,35 @@ def centred(x, scale, out=None, col0=0):
     for k, row in enumerate(rows):
         out[:, col0 + k] = row
     return out
+
+
+def _neg_lse(x, axis):
+    """-log sum exp(x) along ``axis`` (max-shifted; -inf terms are 0)."""
+    mx = np.max(x, axis=axis)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return -(mx + np.log(np.sum(np.exp(x - np.expand_dims(mx, axis)), axis=axis)))
+
+
+def centred_support(M, c, lu, lv, za, zb, scale):
+    """The gradients (ga (dim_a, K), gb (dim_b, K), float64) of problems
+    with zero-weight bins (za (n_a, dim_a), zb (n_b, dim_b) bool, n = 1 or
+    K): :func:`centred` over the bins of positive weight (the zero bins'
+    log-scalings taken as -inf, so out of the mean), and at a zero bin
+    scale * (t_i - that mean), t the soft c-transform of the other side's
+    log-scalings: t_i = -log sum_j exp(c M_ij + lv_j) for a row, t_j = -log
+    sum_i exp(c M_ij + lu_i) for a column (over its positive bins)."""
+    lu = np.where(np.broadcast_to(za, lu.shape), -np.inf, lu)
+    lv = np.where(np.broadcast_to(zb, lv.shape), -np.inf, lv)
+    ga, gb = centred(lu, scale), centred(lv, scale)
+    Mf = np.asarray(M, dtype=np.float64)
+    for k in range(lu.shape[0]):
+        rows = np.flatnonzero(za[min(k, za.shape[0] - 1)])
+        if rows.size:
+            ga[rows, k] += scale * _neg_lse(c * Mf[rows] + lv[k][None, :], axis=1)
+        cols = np.flatnonzero(zb[min(k, zb.shape[0] - 1)])
+        if cols.size:
+            gb[cols, k] += scale * _neg_lse(c * Mf[:, cols] + lu[k][:, None], axis=0)
+    return ga, gb
 
 
 def work_array(shape, dtype):

@@ -25,8 +25,8 @@ from ._registry import kernel
 from . import empirical as cuda_empirical
 from . import sinkhorn as cuda_sinkhorn
 
-__all__ = ["log_scalings", "plan_and_value", "centred", "work_array", "result",
-           "values_result", "cloud_value", "cloud_grads", "cloud_centred"]
+__all__ = ["log_scalings", "plan_and_value", "centred", "centred_support", "work_array",
+           "result", "values_result", "cloud_value", "cloud_grads", "cloud_centred"]
 
 #: the launcher contract shared with numbaot.cpu.gradients
 LAUNCHERS = tuple(__all__)
@@ -41,8 +41,10 @@ def _build(dt):
     A1 = f"{T}[::1]"
     A2 = f"{T}[:, ::1]"
     A3 = f"{T}[:, :, ::1]"
+    U8_2 = "uint8[:, ::1]"
     R = make_reductions(dt)
     block_sum, finite = R.block_sum, R.finite
+    lse_push, block_lse = R.lse_push, R.block_lse
 
     @kernel([f"void({A2}, {T}, {A2}, {A2}, {A3}, {A2})"], warp_shuffle=True, tag=tag)
     def plan_value_rows(M, c, lu, lv, plan, part):
@@ -70,7 +72,9 @@ def _build(dt):
         """out = log(x) elementwise (log 0 = -inf); 2-D grid over (j, i)."""
         j, i = cuda.grid(2)
         if i < x.shape[0] and j < x.shape[1]:
-            out[i, j] = math.log(x[i, j])
+            xij = x[i, j]
+            # log 0 = -inf spelled out: the CUDA simulator's math.log raises there
+            out[i, j] = math.log(xij) if xij != ZERO else NINF
 
     @kernel([f"void({A2}, {T}, {A2}, int64)"], warp_shuffle=True, tag=tag)
     def centred_rows(x, scale, out, col0):
@@ -115,8 +119,51 @@ def _build(dt):
         if tid == 0:
             out[slot] = s
 
+    @kernel([f"void({A2}, {T}, {A2}, {U8_2}, {T}, {A2})"], warp_shuffle=True, tag=tag)
+    def zero_rows_ctransform(M, c, lv, za, scale, ga):
+        """ga[i, k] += scale * t_ki, t_ki = -LSE_j(c M_ij + lv[k, j]), at the
+        rows with za[k, i] != 0 (za of 1 row: shared); block per (i, k)."""
+        sm = cuda.shared.array(32, dtype=T)
+        ss = cuda.shared.array(32, dtype=T)
+        i = cuda.blockIdx.x
+        tid = cuda.threadIdx.x
+        shared = za.shape[0] == 1
+        for k in range(cuda.blockIdx.y, lv.shape[0], cuda.gridDim.y):
+            z = za[0, i] if shared else za[k, i]
+            if z != 0:  # uniform over the block
+                m = NINF
+                s = ZERO
+                for j in range(tid, M.shape[1], cuda.blockDim.x):
+                    m, s = lse_push(m, s, c * M[i, j] + lv[k, j])
+                m, s = block_lse(m, s, sm, ss)
+                if tid == 0:
+                    ga[i, k] -= scale * (m + math.log(s))
+
+    @kernel([f"void({A2}, {T}, {A2}, {U8_2}, {T}, {A2})"], warp_shuffle=True, tag=tag)
+    def zero_cols_ctransform(M, c, lu, zb, scale, gb):
+        """gb[j, k] += scale * t_kj, t_kj = -LSE_i(c M_ij + lu[k, i]), at the
+        columns with zb[k, j] != 0; block per (j, k) (strided column reads:
+        zero-weight columns only)."""
+        sm = cuda.shared.array(32, dtype=T)
+        ss = cuda.shared.array(32, dtype=T)
+        j = cuda.blockIdx.x
+        tid = cuda.threadIdx.x
+        shared = zb.shape[0] == 1
+        for k in range(cuda.blockIdx.y, lu.shape[0], cuda.gridDim.y):
+            z = zb[0, j] if shared else zb[k, j]
+            if z != 0:
+                m = NINF
+                s = ZERO
+                for i in range(tid, M.shape[0], cuda.blockDim.x):
+                    m, s = lse_push(m, s, c * M[i, j] + lu[k, i])
+                m, s = block_lse(m, s, sm, ss)
+                if tid == 0:
+                    gb[j, k] -= scale * (m + math.log(s))
+
     return dict(plan_value_rows=plan_value_rows, log_of=log_of,
-                centred_rows=centred_rows, xlogy_mass=xlogy_mass)
+                centred_rows=centred_rows, xlogy_mass=xlogy_mass,
+                zero_rows_ctransform=zero_rows_ctransform,
+                zero_cols_ctransform=zero_cols_ctransform)
 
 
 _k = per_dtype(_build)
@@ -165,6 +212,28 @@ def centred(x, scale, out=None, col0=0):
     _k("centred_rows", x.dtype)[grid_problems(x.shape[0]), threads()](
         x, x.dtype.type(scale), out, col0)
     return out
+
+
+def centred_support(M, c, lu, lv, za, zb, scale):
+    """numbaot.cpu.gradients.centred_support on the device: (ga (dim_a, K),
+    gb (dim_b, K)) device arrays; ``za``, ``zb`` host bool (1 or K, dim).
+    The log-scalings (O(K dim)) make one round trip to set the zero bins to
+    -inf; M stays on the device."""
+    dt = M.dtype
+    lu_h = np.where(np.broadcast_to(za, lu.shape), -np.inf, lu.copy_to_host())
+    lv_h = np.where(np.broadcast_to(zb, lv.shape), -np.inf, lv.copy_to_host())
+    lu_d = cuda.to_device(np.ascontiguousarray(lu_h, dtype=dt))
+    lv_d = cuda.to_device(np.ascontiguousarray(lv_h, dtype=dt))
+    ga, gb = centred(lu_d, scale), centred(lv_d, scale)
+    K = lu.shape[0]
+    n, m = M.shape
+    za_d = cuda.to_device(np.ascontiguousarray(za, dtype=np.uint8))
+    zb_d = cuda.to_device(np.ascontiguousarray(zb, dtype=np.uint8))
+    _k("zero_rows_ctransform", dt)[(n, grid_problems(K)), threads()](
+        M, dt.type(c), lv_d, za_d, dt.type(scale), ga)
+    _k("zero_cols_ctransform", dt)[(m, grid_problems(K)), threads()](
+        M, dt.type(c), lu_d, zb_d, dt.type(scale), gb)
+    return ga, gb
 
 
 def work_array(shape, dtype):
