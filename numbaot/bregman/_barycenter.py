@@ -133,16 +133,6 @@ def _check_M(M, dim, device):
     return M
 
 
-def _check_weights(weights, n_hists):
-    if weights is None:
-        return np.full(n_hists, 1.0 / n_hists)
-    w = _checks.as_real_array(weights, "weights").astype(np.float64)
-    if w.shape != (n_hists,):
-        raise ValueError(f"weights must have shape ({n_hists},) (one per histogram); "
-                         f"got {w.shape}")
-    if not np.all(np.isfinite(w)) or np.any(w < 0):
-        raise ValueError("weights must be finite and >= 0")
-    return w
 
 
 def _host_copies(device, *arrays):
@@ -164,12 +154,15 @@ def _problem(A, M, weights, reg, numItermax, stopThr, tau=_NO_TAU):
     like = A
     A, weights = _host_copies(device, A, weights)
     A = _check_A(A)
+    _checks.check_barycenter_masses(A, A.sum(axis=0, dtype=np.float64), equal=True)
     M = _check_M(M, A.shape[0], device)
     reg, numItermax, stopThr = _checks.check_common(reg, numItermax, stopThr)
+    if device != "cuda":  # a device M is not read back to the host
+        _checks.check_cost_scale(M, reg)
     if tau is not _NO_TAU:
         tau = _checks.check_real_scalar(tau, "tau")
     dt = _checks.result_dtype(A, M)
-    w = _check_weights(weights, A.shape[1])
+    w = _checks.check_barycenter_weights(weights, A.shape[1])
     if device == "cuda":
         M = _dispatch.device_contiguous(M, dt)
     else:
@@ -211,7 +204,7 @@ def barycenter(A, M, reg, weights=None, method="sinkhorn", numItermax=10000, sto
     reg : float
         Entropic regularisation (> 0), units of ``M``.
     weights : array-like, shape (n_hists,), optional
-        Barycentric weights (default uniform).
+        Barycentric weights, >= 0 and summing to 1 (default uniform).
     method : {'sinkhorn', 'sinkhorn_log', 'sinkhorn_stabilized'}
         :func:`barycenter_sinkhorn`, the log-domain iteration (stable for
         small reg, e.g. 1e-3 where the multiplicative one underflows), or
@@ -233,7 +226,12 @@ def barycenter(A, M, reg, weights=None, method="sinkhorn", numItermax=10000, sto
     ------
     ValueError
         ``"Unknown method '<method>'."``; reg <= 0; A not 2-D, negative or not
-        finite; M of the wrong shape or not finite; weights of the wrong length.
+        finite; a histogram (column of A) of zero mass, or histograms of
+        unequal masses (relative difference above 1.5e-6; POT returns NaN or
+        an unconverged result); M of the wrong shape or not finite; max|M| /
+        reg > 2**52; weights of the wrong length, negative, or not summing to
+        1 (POT does not normalise them and returns ones for zero weights,
+        inf/NaN for weights summing to 3).
     TypeError
         Non-numeric input; host and device arrays mixed; a device ``M`` that
         is not float32/float64.
@@ -496,8 +494,9 @@ def convolutional_barycenter2d(A, reg, weights=None, method="sinkhorn", numIterm
     Raises
     ------
     ValueError
-        Unknown method; A not 3-D, negative or not finite; reg <= 0; weights
-        of the wrong length.
+        Unknown method; A not 3-D, negative or not finite; an image of zero
+        mass or images of unequal masses; reg <= 0; weights of the wrong
+        length, negative, or not summing to 1.
     TypeError
         Host and device arrays mixed.
 
@@ -543,11 +542,14 @@ def convolutional_barycenter2d(A, reg, weights=None, method="sinkhorn", numIterm
         raise ValueError(f"A must be 3-D (n_hists, width, height); got shape {A.shape}")
     if not np.all(np.isfinite(A)) or np.any(A < 0):
         raise ValueError("A must be finite and >= 0")
+    _checks.check_barycenter_masses(A, A.sum(axis=(1, 2), dtype=np.float64), equal=True,
+                                    item="A[{}]")
     reg, numItermax, stopThr = _checks.check_common(reg, numItermax, stopThr)
     stabThr = _checks.check_real_scalar(kwargs.get("stabThr", 1e-30), "stabThr")
     dt = _checks.result_dtype(A)
     n_hists, W, H = A.shape
-    P = _Problem(A.astype(np.float64), None, _check_weights(weights, n_hists), dt, device, like,
+    w = _checks.check_barycenter_weights(weights, n_hists)
+    P = _Problem(A.astype(np.float64), None, w, dt, device, like,
                  reg, numItermax, stopThr)
     M1, M2 = _grid_costs(W, reg), _grid_costs(H, reg)
     if meth == "sinkhorn":

@@ -14,12 +14,38 @@ the problem is solved by :func:`numbaot.sinkhorn` / :func:`numbaot.sinkhorn2`.
 """
 import numpy as np
 
-from .._lazy import LazyPlan, lazy_solve
+from .. import _checks
+from .._lazy import LAZY_METRICS, LazyPlan, check_point_scale, check_points, lazy_solve
 from ._sinkhorn import sinkhorn, sinkhorn2
 from ..utils import dist
 
 __all__ = ["empirical_sinkhorn", "empirical_sinkhorn2", "empirical_sinkhorn_divergence",
            "LazyPlan"]
+
+
+def _dense_problem(X_s, X_t, reg, a, b, metric):
+    """The cost matrix dist(X_s, X_t) and the weights (uniform for None, in
+    the dtype of M) of the non-lazy path.  The points are checked first
+    (:func:`numbaot._lazy.check_points`: 2-D, at least one point, finite;
+    integer coordinates are points like any other and are computed in
+    float64), and, for the metrics of the lazy path, the cost scale
+    (:func:`numbaot._lazy.check_point_scale`, naming X_s, X_t and reg)."""
+    Xs, Xt = check_points(X_s, "X_s"), check_points(X_t, "X_t")
+    if Xs.shape[1] != Xt.shape[1]:
+        raise ValueError(f"X_s and X_t must have the same dimension; got {Xs.shape[1]} "
+                         f"and {Xt.shape[1]}")
+    if metric in LAZY_METRICS:
+        check_point_scale(Xs, Xt, _checks.check_reg(reg), metric)
+    M = dist(*(X if np.issubdtype(X.dtype, np.floating) else X.astype(np.float64)
+               for X in (Xs, Xt)), metric=metric)
+    if not np.all(np.isfinite(M)):
+        raise ValueError(f"the {metric!r} costs between X_s and X_t overflow (inf or NaN); "
+                         f"rescale the points")
+    if a is None:
+        a = np.full(M.shape[0], 1.0 / M.shape[0], dtype=M.dtype)
+    if b is None:
+        b = np.full(M.shape[1], 1.0 / M.shape[1], dtype=M.dtype)
+    return M, a, b
 
 
 def empirical_sinkhorn(X_s, X_t, reg, a=None, b=None, metric="sqeuclidean", numIterMax=10000,
@@ -36,8 +62,8 @@ def empirical_sinkhorn(X_s, X_t, reg, a=None, b=None, metric="sqeuclidean", numI
 
     Parameters
     ----------
-    X_s : array-like, shape (n_samples_a, dim), float
-        Source points.
+    X_s : array-like, shape (n_samples_a, dim), float or integer
+        Source points (integer coordinates are computed in float64).
     X_t : array-like, shape (n_samples_b, dim), float
         Target points (same dim).
     reg : float
@@ -66,7 +92,8 @@ def empirical_sinkhorn(X_s, X_t, reg, a=None, b=None, metric="sqeuclidean", numI
         Log-scalings (dual potentials / reg); the plan is exp(f_i + g_j - M_ij / reg).
         With ``log``: also a dict with 'err' (marginal errors at checks),
         'u' (= f), 'v' (= g), 'niter', 'lazy_plan' (a :class:`LazyPlan`,
-        sliceable like POT's LazyTensor).
+        indexable like a NumPy array; POT's LazyTensor keeps the axis of an
+        integer index and returns empty blocks for negative ones).
     isLazy=False: gamma : ndarray (n_samples_a, n_samples_b) (and the log of
         :func:`numbaot.sinkhorn`).
 
@@ -75,8 +102,10 @@ def empirical_sinkhorn(X_s, X_t, reg, a=None, b=None, metric="sqeuclidean", numI
     TypeError
         Non-numeric inputs.
     ValueError
-        reg <= 0; points not 2-D, empty, of different dim or not finite;
-        bad weights; unknown lazy metric; malformed batchSize or warmstart.
+        reg <= 0; points not 2-D, empty (POT: ZeroDivisionError), of different
+        dim or not finite; squared (or plain) distances / reg beyond 2**52 or
+        overflowing, e.g. points at 1e200 (POT: NaN); bad weights; unknown
+        lazy metric; malformed batchSize or warmstart.
 
     Warns
     -----
@@ -108,11 +137,7 @@ def empirical_sinkhorn(X_s, X_t, reg, a=None, b=None, metric="sqeuclidean", numI
         f, g, lg, _, _ = lazy_solve(X_s, X_t, reg, a, b, metric, numIterMax, stopThr,
                                     batchSize, verbose, log, warn, warmstart)
         return (f, g, lg) if log else (f, g)
-    M = dist(X_s, X_t, metric=metric)
-    if a is None:
-        a = np.full(M.shape[0], 1.0 / M.shape[0], dtype=M.dtype)
-    if b is None:
-        b = np.full(M.shape[1], 1.0 / M.shape[1], dtype=M.dtype)
+    M, a, b = _dense_problem(X_s, X_t, reg, a, b, metric)
     return sinkhorn(a, b, M, reg, numItermax=numIterMax, stopThr=stopThr, verbose=verbose,
                     log=log, warmstart=warmstart, **kwargs)
 
@@ -161,11 +186,7 @@ def empirical_sinkhorn2(X_s, X_t, reg, a=None, b=None, metric="sqeuclidean", num
                                       batchSize, verbose, log, warn, warmstart)
         loss = st.dtype.type(be.lazy_transport_cost(st))
         return (loss, lg) if log else loss
-    M = dist(X_s, X_t, metric=metric)
-    if a is None:
-        a = np.full(M.shape[0], 1.0 / M.shape[0], dtype=M.dtype)
-    if b is None:
-        b = np.full(M.shape[1], 1.0 / M.shape[1], dtype=M.dtype)
+    M, a, b = _dense_problem(X_s, X_t, reg, a, b, metric)
     return sinkhorn2(a, b, M, reg, numItermax=numIterMax, stopThr=stopThr, verbose=verbose,
                      log=log, warn=warn, warmstart=warmstart, **kwargs)
 
@@ -213,7 +234,7 @@ def empirical_sinkhorn_divergence(X_s, X_t, reg, a=None, b=None, metric="sqeucli
     if warmstart is None:
         warmstart_a, warmstart_b = None, None
     else:
-        u, v = warmstart
+        u, v = _checks.warmstart_items(warmstart)
         warmstart_a, warmstart_b = (u, u), (v, v)
     kw = dict(metric=metric, numIterMax=numIterMax, stopThr=stopThr, verbose=verbose, log=log,
               warn=warn, **kwargs)

@@ -27,7 +27,15 @@ defaults, returns, ``log`` keys, stopping rules, warnings).  Differences:
 
 * bad input raises ``ValueError``/``TypeError`` naming the argument
   (``reg <= 0``, ``reg_m < 0`` or of length > 2, unknown ``reg_type``, shape
-  mismatches, NaN/inf data, negative weights);
+  mismatches, NaN/inf data, negative weights, max|M| / reg > 2**52, a
+  reference measure ``c`` with an all-zero row or column where the
+  marginal has mass, ``reg_m = 0`` for 'sinkhorn_translation_invariant',
+  barycentric weights not summing to 1, a histogram of zero mass in a
+  barycenter), where POT returns NaN, zeros or raises ZeroDivisionError;
+* 'sinkhorn_translation_invariant' warns "Numerical errors at iteration
+  %s: the translation step overflowed ..." (and returns the previous
+  iterate) where POT's translation overflows at huge ``reg_m / reg`` and
+  returns a NaN plan silently;
 * ``method='sinkhorn_log'`` (numbaot extension): a log-domain solver that
   stays finite at small ``reg`` where the multiplicative one overflows;
 * 2-D ``a`` with 2-D ``b`` (method 'sinkhorn' / 'sinkhorn_log'): "paired

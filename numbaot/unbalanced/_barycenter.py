@@ -7,7 +7,7 @@ import warnings
 import numpy as np
 
 from .. import _checks, _loops
-from ._common import bad_step, rel_change
+from ._common import absorbing_loop, bad_step, rel_change
 
 __all__ = ["barycenter_unbalanced", "barycenter_unbalanced_sinkhorn",
            "barycenter_unbalanced_stabilized"]
@@ -22,27 +22,33 @@ def _bary_setup(A, M, reg, reg_m, weights, numItermax, stopThr):
     dim, n_hists = A.shape
     if M.shape != (dim, dim):
         raise ValueError(f"M must have shape (dim, dim) = {(dim, dim)}; got {M.shape}")
-    A = A.astype(np.float64)
+    A_in, A = A, A.astype(np.float64)
     M = M.astype(np.float64)
     if not np.all(np.isfinite(A)) or np.any(A < 0):
         raise ValueError("A must be finite and >= 0")
+    _checks.check_barycenter_masses(A_in, A.sum(axis=0), equal=False)
     if not np.all(np.isfinite(M)):
         raise ValueError("M contains NaN or inf; costs must be finite")
     reg = _checks.check_reg(reg)
+    _checks.check_cost_scale(M, reg)
     reg_m = _checks.check_real_scalar(reg_m, "reg_m")
     if not np.isfinite(reg_m) or reg_m < 0:
         raise ValueError(f"reg_m must be a finite number >= 0 for barycenters; got {reg_m!r}")
-    if weights is None:
-        weights = np.ones(n_hists) / n_hists
-    else:
-        weights = _checks.as_real_array(weights, "weights").astype(np.float64)
-        if weights.shape != (n_hists,):
-            raise ValueError(f"weights must have shape (n_hists,) = ({n_hists},); got {weights.shape}")
-        if not np.all(np.isfinite(weights)) or np.any(weights < 0):
-            raise ValueError("weights must be finite and >= 0")
+    weights = _checks.check_barycenter_weights(weights, n_hists)
     numItermax = _checks.check_iter_count(numItermax, "numItermax")
-    stopThr = _checks.check_real_scalar(stopThr, "stopThr")
+    stopThr = _checks.check_stop_thr(stopThr)
     return A, M, dt, reg, reg_m, weights, numItermax, stopThr
+
+
+def _bary_result(q, u, v, i, lg, dt):
+    """The barycenter q in the result dtype and, when ``lg`` is a dict,
+    lg['niter'] = i, lg['logu'], lg['logv'] = log(u + 1e-300), log(v + 1e-300)."""
+    if lg is not None:
+        lg["niter"] = i
+        lg["logu"] = np.asarray(np.log(u + 1e-300), dt)
+        lg["logv"] = np.asarray(np.log(v + 1e-300), dt)
+    q = np.asarray(q, dt)
+    return (q, lg) if lg is not None else q
 
 
 def barycenter_unbalanced_sinkhorn(A, M, reg, reg_m, weights=None, numItermax=1000,
@@ -57,7 +63,7 @@ def barycenter_unbalanced_sinkhorn(A, M, reg, reg_m, weights=None, numItermax=10
     Parameters
     ----------
     A : array-like, shape (dim, n_hists)
-        Histograms (finite, >= 0).
+        Histograms (finite, >= 0, each of positive mass; masses may differ).
     M : array-like, shape (dim, dim)
         Ground cost (finite).
     reg : float
@@ -65,7 +71,7 @@ def barycenter_unbalanced_sinkhorn(A, M, reg, reg_m, weights=None, numItermax=10
     reg_m : float
         Marginal relaxation (finite, >= 0).
     weights : array-like, shape (n_hists,), optional
-        Barycentric weights (>= 0); uniform by default.
+        Barycentric weights (>= 0, summing to 1); uniform by default.
     numItermax, stopThr, verbose, log
         As POT.
 
@@ -77,7 +83,10 @@ def barycenter_unbalanced_sinkhorn(A, M, reg, reg_m, weights=None, numItermax=10
     Raises
     ------
     TypeError, ValueError
-        Malformed A, M, weights; reg <= 0; reg_m < 0 or infinite.
+        Malformed A, M, weights; a histogram of zero mass (POT: "Numerical
+        errors" and a meaningless result); weights not summing to 1 (POT does
+        not normalise them); reg <= 0; max|M| / reg > 2**52; reg_m < 0 or
+        infinite.
 
     Warns
     -----
@@ -131,12 +140,7 @@ def barycenter_unbalanced_sinkhorn(A, M, reg, reg_m, weights=None, numItermax=10
                 break
             if verbose:
                 _loops.print_header_and_row(i, err, 10)
-        if log:
-            lg["niter"] = i
-            lg["logu"] = np.asarray(np.log(u + 1e-300), dt)
-            lg["logv"] = np.asarray(np.log(v + 1e-300), dt)
-    q = np.asarray(q, dt)
-    return (q, lg) if log else q
+        return _bary_result(q, u, v, i, lg, dt)
 
 
 def barycenter_unbalanced_stabilized(A, M, reg, reg_m, weights=None, tau=1e3, numItermax=1000,
@@ -197,49 +201,19 @@ def barycenter_unbalanced_stabilized(A, M, reg, reg_m, weights=None, tau=1e3, nu
     u = np.ones((dim, n_hists)) / dim
     v = np.ones((dim, n_hists)) / dim
     K = np.exp(-M / reg)
-    err = 1.0
-    alpha = np.zeros(dim)
-    beta = np.zeros(dim)
-    q = np.ones(dim) / dim
-    i = 0
+    bar = {"q": np.ones(dim) / dim}
+
+    def target(Ktu, f_beta):  # the barycenter step: q from K^T u, q_prev kept
+        q = (Ktu ** (1 - fi)) * f_beta
+        bar["qprev"], bar["q"] = bar["q"], q.dot(weights) ** (1 / (1 - fi))
+        return bar["q"][:, None]
+
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        for i in range(numItermax):
-            qprev = q.copy()
-            Kv = K.dot(v)
-            f_alpha = np.exp(-alpha / (reg + reg_m))[:, None]
-            f_beta = np.exp(-beta / (reg + reg_m))[:, None]
-            u = ((A / (Kv + 1e-16)) ** fi) * f_alpha
-            Ktu = K.T.dot(u)
-            q = (Ktu ** (1 - fi)) * f_beta
-            q = q.dot(weights) ** (1 / (1 - fi))
-            v = ((q[:, None] / (Ktu + 1e-16)) ** fi) * f_beta
-            absorbing = False
-            if np.any(u > tau) or np.any(v > tau):
-                absorbing = True
-                alpha = alpha + reg * np.log(np.max(u, 1))
-                beta = beta + reg * np.log(np.max(v, 1))
-                K = np.exp((alpha[:, None] + beta[None, :] - M) / reg)
-                v = np.ones(v.shape)
-            if bad_step(Ktu, u, v):
-                warnings.warn(_loops.NUMERICAL_ERRORS % i)
-                q = qprev
-                break
-            if (i % 10 == 0 and not absorbing) or i == 0:
-                err = rel_change(q, qprev)
-                if log:
-                    lg["err"].append(dt.type(err))
-                if verbose:
-                    _loops.print_header_and_row(i, err, 50)
-                if err < stopThr:
-                    break
-        if err > stopThr:
-            warnings.warn(_loops.STAB_UNBALANCED_NOT_CONVERGED)
-        if log:
-            lg["niter"] = i
-            lg["logu"] = np.asarray(np.log(u + 1e-300), dt)
-            lg["logv"] = np.asarray(np.log(v + 1e-300), dt)
-    q = np.asarray(q, dt)
-    return (q, lg) if log else q
+        u, v, _, _, _, _, i, failed = absorbing_loop(
+            K, M, A, target, u, v, reg, (reg_m, reg_m), (fi, fi), tau, numItermax, stopThr,
+            lambda u, uprev: rel_change(bar["q"], bar["qprev"]), False, lg, dt, verbose, 50)
+        q = bar["qprev"] if failed else bar["q"]
+        return _bary_result(q, u, v, i, lg, dt)
 
 
 def barycenter_unbalanced(A, M, reg, reg_m, method="sinkhorn", weights=None, numItermax=1000,

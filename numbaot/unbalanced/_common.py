@@ -7,7 +7,8 @@ import numpy as np
 from .. import _checks, _dispatch, _loops
 from .._checks import prepare_problem
 
-__all__ = ["METHODS", "Setup", "setup", "total_cost", "bad_step", "rel_change"]
+__all__ = ["METHODS", "Setup", "setup", "total_cost", "bad_step", "rel_change",
+           "absorbing_loop"]
 
 #: The methods of ``sinkhorn_unbalanced`` / ``sinkhorn_unbalanced2``.
 METHODS = ("sinkhorn", "sinkhorn_stabilized", "sinkhorn_translation_invariant",
@@ -47,10 +48,11 @@ def setup(a, b, M, reg, reg_m, reg_type, c, warmstart, numItermax, stopThr,
     S = Setup()
     S.P = P
     S.reg = _checks.check_reg(reg)
+    _checks.check_cost_scale(P, S.reg)  # max|M| / reg <= 2**52 (host problems)
     S.reg_m1, S.reg_m2 = _checks.check_reg_m(reg_m)
     S.reg_type = _checks.check_reg_type(reg_type)
     S.numItermax = _checks.check_iter_count(numItermax, "numItermax")
-    S.stopThr = _checks.check_real_scalar(stopThr, "stopThr")
+    S.stopThr = _checks.check_stop_thr(stopThr)
     S.fi1 = _loops.marginal_exponent(S.reg_m1, S.reg)
     S.fi2 = _loops.marginal_exponent(S.reg_m2, S.reg)
     dim_a, dim_b = P.shape
@@ -70,11 +72,31 @@ def setup(a, b, M, reg, reg_m, reg_type, c, warmstart, numItermax, stopThr,
         ca, cb = P.a[0], P.b[0]
     S.ca, S.cb, S.C = ca, cb, C
     S.use_mat = C is not None
+    if S.use_mat:
+        _check_reference_support(C, P.a[0], P.b[0])
     S.Cmat = C if C is not None else np.zeros((1, 1))
     S.warm = None
     if warmstart is not None:
-        S.warm = _checks.check_unbalanced_warmstart(warmstart, P.shape, P.n_hists)
+        S.warm = _checks.check_warmstart(warmstart, P.shape, P.n_hists, (P.a, P.b))
     return S
+
+
+def _check_reference_support(C, a, b):
+    """ValueError when the reference measure ``C`` has an all-zero row i
+    with a_i > 0 (or column j with b_j > 0).  Zeros of c force the plan to 0
+    there (K = exp(-M / reg) c), which the iterations handle; a whole row of
+    zeros makes K v = 0 on that row, so u_i = (a_i / 0)^fi is infinite: POT's
+    'sinkhorn' stops with "Numerical errors" and a NaN total_cost, the log
+    domain gets NaN potentials."""
+    for axis, w, wname, what in ((1, a, "a", "row"), (0, b, "b", "column")):
+        dead = np.flatnonzero(~(C.max(axis=axis) > 0) & (w > 0))
+        if dead.size:
+            k = int(dead[0])
+            raise ValueError(
+                f"c (the reference measure) has an all-zero {what} {k} where {wname}[{k}] > 0 "
+                f"({dead.size} such {what}s): the plan must vanish on that {what} and the scaling "
+                f"iterations cannot represent it; give c a positive entry in every {what} where "
+                f"{wname} > 0 (or drop that {what} from the problem)")
 
 
 def total_cost(S, lin, kl_plan, rows, cols):
@@ -99,3 +121,78 @@ def bad_step(Ktu, u, v):
 def rel_change(x, xprev):
     """POT's relative sup-norm change max|x - xprev| / max(max|x|, max|xprev|, 1)."""
     return np.max(np.abs(x - xprev)) / max(np.max(np.abs(x)), np.max(np.abs(xprev)), 1.0)
+
+
+def absorbing_loop(K, M0, a, target, u, v, reg, reg_m, fi, tau, numItermax, stopThr, err_of,
+                   check_first, lg, dtype, verbose, header_every):
+    """POT's stabilized unbalanced scaling loop with absorption (Schmitzer
+    2019, Algorithm 2), shared by ``sinkhorn_stabilized_unbalanced`` and
+    ``barycenter_unbalanced_stabilized``, step for step as POT 0.9.7.
+
+    One iteration: u = (a / (K v + 1e-16))^fi1 f_alpha, v = (t / (K^T u +
+    1e-16))^fi2 f_beta with t = ``target(K^T u, f_beta)`` (the target
+    marginal b, or the barycenter), f = exp(-potential / (reg + reg_m)) (1
+    for an infinite reg_m); scalings above ``tau`` are absorbed into the
+    potentials (alpha, beta) and K = exp((alpha + beta - M0) / reg) rebuilt.
+    ``a`` 2-D (dim_a, n) means n problems (per-row maxima when absorbing).
+    err = ``err_of(u, uprev)`` at iteration 0 and every 10th one without
+    absorption (appended to ``lg['err']`` when ``lg`` is a dict); the loop
+    stops once err < stopThr, or, with ``check_first`` (POT's
+    ``while err > stopThr``), once err <= stopThr (no iteration when
+    stopThr >= 1).  On a failed step (:func:`bad_step`) warns "Numerical
+    errors at iteration %s" and stops; after the loop warns "Stabilized
+    Unbalanced Sinkhorn did not converge..." when err > stopThr.
+
+    Returns ``(u, v, uprev, vprev, alpha, beta, it, failed)``: ``it`` the
+    index of the last iteration run (0 if none), ``failed`` whether the last
+    step failed (then u, v are that step's, uprev, vprev the previous ones).
+    """
+    reg_m1, reg_m2 = reg_m
+    fi_1, fi_2 = fi
+    dim_a, dim_b = K.shape
+    batched = a.ndim == 2
+    alpha = np.zeros(dim_a)
+    beta = np.zeros(dim_b)
+    ones_a, ones_b = np.ones(dim_a), np.ones(dim_b)
+    err = 1.0
+    it = 0
+    failed = False
+    uprev, vprev = u, v
+    if check_first and not err > stopThr:
+        numItermax = 0
+    for it in range(numItermax):
+        uprev, vprev = u, v
+        Kv = K.dot(v)
+        f_alpha = np.exp(-alpha / (reg + reg_m1)) if reg_m1 != np.inf else ones_a
+        f_beta = np.exp(-beta / (reg + reg_m2)) if reg_m2 != np.inf else ones_b
+        if batched:
+            f_alpha, f_beta = f_alpha[:, None], f_beta[:, None]
+        u = ((a / (Kv + 1e-16)) ** fi_1) * f_alpha
+        Ktu = K.T.dot(u)
+        v = ((target(Ktu, f_beta) / (Ktu + 1e-16)) ** fi_2) * f_beta
+        absorbing = False
+        if np.any(u > tau) or np.any(v > tau):
+            absorbing = True
+            if batched:
+                alpha = alpha + reg * np.log(np.max(u, 1))
+                beta = beta + reg * np.log(np.max(v, 1))
+            else:
+                alpha = alpha + reg * np.log(np.max(u))
+                beta = beta + reg * np.log(np.max(v))
+            K = np.exp((alpha[:, None] + beta[None, :] - M0) / reg)
+            v = np.ones(v.shape)
+        if bad_step(Ktu, u, v):
+            warnings.warn(_loops.NUMERICAL_ERRORS % it)
+            failed = True
+            break
+        if (it % 10 == 0 and not absorbing) or it == 0:
+            err = err_of(u, uprev)
+            if lg is not None:
+                lg["err"].append(dtype.type(err))
+            if verbose:
+                _loops.print_header_and_row(it, err, header_every)
+            if (not err > stopThr) if check_first else err < stopThr:
+                break
+    if err > stopThr:
+        warnings.warn(_loops.STAB_UNBALANCED_NOT_CONVERGED)
+    return u, v, uprev, vprev, alpha, beta, it, failed

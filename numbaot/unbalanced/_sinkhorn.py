@@ -174,9 +174,13 @@ def sinkhorn_knopp_unbalanced(a, b, M, reg, reg_m, reg_type="kl", c=None, warmst
         Non-numeric/complex arrays, non-numeric scalars.
     ValueError
         ``reg`` <= 0 or not finite; ``reg_m`` < 0, NaN, or of length > 2;
-        ``reg_type`` not 'kl'/'entropy'; ``M`` not 2-D or not finite; weights
+        ``reg_type`` not 'kl'/'entropy'; ``M`` not 2-D or not finite;
+        max|M| / reg > 2**52 (host arrays; POT returns a zero plan with a
+        "Numerical errors" warning, the log domain a wrong total cost); weights
         of the wrong length, negative, not finite or of zero mass; ``c`` of the
-        wrong shape, negative or not finite; malformed ``warmstart``.
+        wrong shape, negative or not finite, or with an all-zero row i where
+        a_i > 0 (column j where b_j > 0; zeros elsewhere in ``c`` are allowed
+        and force the plan to 0 there); malformed ``warmstart``.
 
     Warns
     -----

@@ -10,34 +10,40 @@ import warnings
 import numpy as np
 
 from .. import _checks, _loops
-from ._common import bad_step, rel_change, setup, total_cost
+from ._common import absorbing_loop, bad_step, rel_change, setup, total_cost
 
 __all__ = ["sinkhorn_stabilized_unbalanced", "sinkhorn_unbalanced_translation_invariant"]
 
+#: The cause added to POT's "Numerical errors at iteration %s" when the
+#: translation t of the translation-invariant solver is 0, inf or NaN.
+TRANSLATION_OVERFLOW = (
+    ": the translation step overflowed (t = {t!r}): its exponent "
+    "reg_m1 reg_m2 / ((reg_m1 + reg_m2) reg) = {e:.3g} is too large for the rounding error "
+    "of the mass ratio it raises; the previous iterate is returned. Use a smaller reg_m / reg, "
+    "reg_m=inf for a hard marginal, or method 'sinkhorn' / 'sinkhorn_stabilized'")
 
-def _pot_layout(S):
-    """a (dim_a,), b (dim_b,) or (dim_b, n_hists), M float64, the M0 of POT
-    (M - reg log c for 1-D b), n_hists."""
+
+def _pot_layout(S, u_cols):
+    """POT's arrays: a (dim_a,) (or (dim_a, 1) for 2-D b), b (dim_b,) or
+    (dim_b, n_hists), M float64, the M0 of POT (M - reg log c for 1-D b),
+    c (None for 2-D b), and the initial scalings u ((dim_a,) or (dim_a,
+    u_cols)), v: ones or the warm start's exp(log u0), exp(log v0)."""
     P = S.P
-    a = P.a[0]
-    b = P.b[0] if not P.n_hists else np.ascontiguousarray(P.b.T)
+    dim_a, dim_b = P.shape
+    if S.warm is None:
+        u, v = ((np.ones((dim_a, u_cols)), np.ones((dim_b, P.n_hists))) if P.n_hists
+                else (np.ones(dim_a), np.ones(dim_b)))
+    elif P.n_hists:
+        u, v = np.exp(S.warm[0]).T.copy(), np.exp(S.warm[1]).T.copy()
+    else:
+        u, v = np.exp(S.warm[0][0]), np.exp(S.warm[1][0])
     M = P.M.astype(np.float64)
     if P.n_hists:
-        return a, b, M, M, None
+        return P.a[0].reshape(dim_a, 1), np.ascontiguousarray(P.b.T), M, M, None, u, v
     c = S.C if S.use_mat else np.outer(S.ca, S.cb)
     with np.errstate(divide="ignore"):
         M0 = M - S.reg * np.log(c)
-    return a, b, M, M0, c
-
-
-def _init_uv(S, n_hists, dim_a, dim_b, u_cols):
-    if S.warm is None:
-        if n_hists:
-            return np.ones((dim_a, u_cols)), np.ones((dim_b, n_hists))
-        return np.ones(dim_a), np.ones(dim_b)
-    if n_hists:
-        return np.exp(S.warm[0]).T.copy(), np.exp(S.warm[1]).T.copy()
-    return np.exp(S.warm[0][0]), np.exp(S.warm[1][0])
+    return P.a[0], P.b[0], M, M0, c, u, v
 
 
 def _finish_host(S, u, v, K, M, c, logu, logv, log, lg, n_hists, want_plan=True):
@@ -48,7 +54,13 @@ def _finish_host(S, u, v, K, M, c, logu, logv, log, lg, n_hists, want_plan=True)
     if n_hists:
         res = np.asarray(np.einsum("ik,ij,jk,ij->k", u, K, v, M), dt)
         return (res, lg) if log else res
-    plan = u[:, None] * K * v[None, :]
+    return _plan_outputs(S, u[:, None] * K * v[None, :], M, c, log, lg)
+
+
+def _plan_outputs(S, plan, M, c, log, lg):
+    """The plan (float64 (dim_a, dim_b)) as a result and, with ``log``,
+    lg['cost'] = <plan, M> and lg['total_cost'] (POT's objective)."""
+    dt = S.P.dtype
     if log:
         lin = float(np.sum(plan * M))
         lg["cost"] = dt.type(lin)
@@ -122,55 +134,17 @@ def sinkhorn_stabilized_unbalanced(a, b, M, reg, reg_m, reg_type="kl", c=None, w
     S = setup(a, b, M, reg, reg_m, reg_type, c, warmstart, numItermax, stopThr,
               allow_paired=False, method_name="sinkhorn_stabilized_unbalanced")
     tau = _checks.check_reg(tau, "tau")
-    a, b, M, M0, c = _pot_layout(S)
+    a, b, M, M0, c, u, v = _pot_layout(S, S.P.n_hists)
     n_hists = S.P.n_hists
-    dim_a, dim_b = M.shape
-    reg, reg_m1, reg_m2, fi_1, fi_2 = S.reg, S.reg_m1, S.reg_m2, S.fi1, S.fi2
+    reg = S.reg
     lg = {"err": []} if log else None
-    u, v = _init_uv(S, n_hists, dim_a, dim_b, n_hists)
-    if n_hists:
-        a = a.reshape(dim_a, 1)
     K = np.exp(-M0 / reg)
-    cpt = 0
-    err = 1.0
-    alpha = np.zeros(dim_a)
-    beta = np.zeros(dim_b)
-    ones_a, ones_b = np.ones(dim_a), np.ones(dim_b)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        while err > S.stopThr and cpt < S.numItermax:
-            uprev, vprev = u, v
-            Kv = K.dot(v)
-            f_alpha = np.exp(-alpha / (reg + reg_m1)) if reg_m1 != np.inf else ones_a
-            f_beta = np.exp(-beta / (reg + reg_m2)) if reg_m2 != np.inf else ones_b
-            if n_hists:
-                f_alpha, f_beta = f_alpha[:, None], f_beta[:, None]
-            u = ((a / (Kv + 1e-16)) ** fi_1) * f_alpha
-            Ktu = K.T.dot(u)
-            v = ((b / (Ktu + 1e-16)) ** fi_2) * f_beta
-            absorbing = False
-            if np.any(u > tau) or np.any(v > tau):
-                absorbing = True
-                if n_hists:
-                    alpha = alpha + reg * np.log(np.max(u, 1))
-                    beta = beta + reg * np.log(np.max(v, 1))
-                else:
-                    alpha = alpha + reg * np.log(np.max(u))
-                    beta = beta + reg * np.log(np.max(v))
-                K = np.exp((alpha[:, None] + beta[None, :] - M0) / reg)
-                v = np.ones(v.shape)
-            if bad_step(Ktu, u, v):
-                warnings.warn(_loops.NUMERICAL_ERRORS % cpt)
-                u, v = uprev, vprev
-                break
-            if (cpt % 10 == 0 and not absorbing) or cpt == 0:
-                err = rel_change(u, uprev)
-                if log:
-                    lg["err"].append(S.P.dtype.type(err))
-                if verbose:
-                    _loops.print_header_and_row(cpt, err, 200)
-            cpt = cpt + 1
-        if err > S.stopThr:
-            warnings.warn(_loops.STAB_UNBALANCED_NOT_CONVERGED)
+        u, v, uprev, vprev, alpha, beta, _, failed = absorbing_loop(
+            K, M0, a, lambda Ktu, f_beta: b, u, v, reg, (S.reg_m1, S.reg_m2), (S.fi1, S.fi2),
+            tau, S.numItermax, S.stopThr, rel_change, True, lg, S.P.dtype, verbose, 200)
+        if failed:
+            u, v = uprev, vprev
         if n_hists:
             logu = alpha[:, None] / reg + np.log(u)
             logv = beta[:, None] / reg + np.log(v)
@@ -186,13 +160,7 @@ def sinkhorn_stabilized_unbalanced(a, b, M, reg, reg_m, reg_type="kl", c=None, w
                             np.exp(logu), np.exp(logv))
             res = np.asarray(res, dt)
             return (res, lg) if log else res
-        plan = np.exp(logu[:, None] + logv[None, :] - M0 / reg)
-        if log:
-            lin = float(np.sum(plan * M))
-            lg["cost"] = dt.type(lin)
-            lg["total_cost"] = dt.type(total_cost(S, lin, _loops.kl_div(plan, c), plan.sum(1), plan.sum(0)))
-        plan = np.asarray(plan, dt)
-        return (plan, lg) if log else plan
+        return _plan_outputs(S, np.exp(logu[:, None] + logv[None, :] - M0 / reg), M, c, log, lg)
 
 
 def sinkhorn_unbalanced_translation_invariant(a, b, M, reg, reg_m, reg_type="kl", c=None,
@@ -223,7 +191,18 @@ def sinkhorn_unbalanced_translation_invariant(a, b, M, reg, reg_m, reg_type="kl"
     Raises
     ------
     TypeError, ValueError
-        As :func:`numbaot.unbalanced.sinkhorn_knopp_unbalanced`; 2-D ``a``.
+        As :func:`numbaot.unbalanced.sinkhorn_knopp_unbalanced`; 2-D ``a``;
+        ``reg_m`` = 0 on either side (POT: ZeroDivisionError).
+
+    Warns
+    -----
+    UserWarning
+        "Numerical errors at iteration %s" (POT's) when K^T u has a zero or a
+        scaling a NaN/inf, and, numbaot, with the cause appended when the
+        translation t is 0, inf or NaN (reg_m / reg so large, about 1e17 and
+        beyond, that t = ratio^(reg_m1 reg_m2 / ((reg_m1 + reg_m2) reg)) raises
+        the rounding error of the mass ratio to an overflowing power; POT
+        returns a NaN plan silently): the previous iterate is returned.
 
     References
     ----------
@@ -245,15 +224,16 @@ def sinkhorn_unbalanced_translation_invariant(a, b, M, reg, reg_m, reg_type="kl"
     """
     S = setup(a, b, M, reg, reg_m, reg_type, c, warmstart, numItermax, stopThr,
               allow_paired=False, method_name="sinkhorn_unbalanced_translation_invariant")
-    a, b, M, M0, c = _pot_layout(S)
+    if S.reg_m1 == 0 or S.reg_m2 == 0:  # POT: ZeroDivisionError (reg / reg_m)
+        raise ValueError(
+            f"reg_m must be > 0 on both sides for sinkhorn_unbalanced_translation_invariant "
+            f"(its steps divide by reg_m); got reg_m = ({S.reg_m1!r}, {S.reg_m2!r}); use "
+            f"method 'sinkhorn' or 'sinkhorn_stabilized' for reg_m = 0")
+    a, b, M, M0, c, u, v = _pot_layout(S, 1)
     n_hists = S.P.n_hists
-    dim_a, dim_b = M.shape
     reg, reg_m1, reg_m2, fi_1, fi_2 = S.reg, S.reg_m1, S.reg_m2, S.fi1, S.fi2
     inf = np.inf
     lg = {"err": []} if log else None
-    u, v = _init_uv(S, n_hists, dim_a, dim_b, 1)
-    if n_hists:
-        a = a.reshape(dim_a, 1)
     u_, v_ = u, v
     K = np.exp(-M0 / reg)
     k1 = reg * reg_m1 / ((reg + reg_m1) * (reg_m1 + reg_m2)) if reg_m1 != inf else 0
@@ -288,6 +268,11 @@ def sinkhorn_unbalanced_translation_invariant(a, b, M, reg, reg_m, reg_type="kl"
                 u, v = uprev, vprev
                 break
             t = (np.sum(a * u_ ** (-reg_ratio1)) / np.sum(b * v_ ** (-reg_ratio2))) ** (fi_12 / reg)
+            if not 0 < t < inf:  # POT goes on with NaN/inf scalings (a NaN plan, no warning)
+                warnings.warn((_loops.NUMERICAL_ERRORS % i) + TRANSLATION_OVERFLOW.format(
+                    t=float(t), e=fi_12 / reg))
+                u, v = uprev, vprev
+                break
             u = u_ * t
             v = v_ / t
             err = 0.5 * (rel_change(u, uprev) + rel_change(v, vprev))
