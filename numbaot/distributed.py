@@ -13,7 +13,9 @@ Per iteration each rank makes one sweep over its rows with numbaot's CPU
 kernels (the same fused passes as the single-process solvers: the row update
 and the partial column sums in one read of the local block), then the ranks
 combine their partial column sums with one ``Allreduce`` of a length-``dim_b``
-vector:
+vector.  The iterations are the CPU launchers' (``numbaot.cpu.sinkhorn``,
+``numbaot.cpu.unbalanced``, ``numbaot.cpu.empirical``), whose states take a
+column-reduction hook (:class:`_RowBlocks` here) that makes these reductions:
 
 * ``sinkhorn(method='sinkhorn')``: the partial K^T u (plus one slot that flags a
   non-finite u on any rank), summed;
@@ -34,7 +36,9 @@ Stopping decisions are taken on rank 0's value of the (global) error and
 broadcast, so every rank stops at the same iteration whatever the MPI
 library's reduction order.  Invalid input on any rank raises on every rank (the
 failing rank raises its own error; the others a ``ValueError``/``TypeError``
-naming the rank), so no rank is left waiting in a collective call.
+naming the rank), so no rank is left waiting in a collective call; checks of
+global values (total masses, max|M| / reg) are made on reduced values, so
+every rank takes the same decision.
 
 Threads: every rank runs numbaot's parallel CPU kernels.  Give each rank its
 share of the cores (``NUMBA_NUM_THREADS``), e.g. one thread per rank when
@@ -54,11 +58,10 @@ import numpy as np
 
 from . import _checks
 from . import _loops
-from .cpu import chunk_layout
 from .cpu import empirical as cpu_empirical
 from .cpu import sinkhorn as cpu_sinkhorn
 from .cpu import unbalanced as cpu_unbalanced
-from ._lazy import LAZY_METRICS, check_points, row_marginal_l1
+from ._lazy import LAZY_METRICS, check_clouds, lazy_loop, row_marginal_l1
 
 __all__ = ["local_rows", "sinkhorn", "sinkhorn_unbalanced", "empirical_sinkhorn"]
 
@@ -114,21 +117,26 @@ def _agree(comm, x):
 
 
 def _collective(comm, fn):
-    """Run the local validation ``fn()`` on every rank; if it raises a
-    ValueError/TypeError on any rank, raise on every rank."""
+    """Run the local validation ``fn()`` on every rank; if it raises on any
+    rank, raise on every rank: the failing rank its own exception, the others
+    a TypeError (for a TypeError) or ValueError naming the first failing rank.
+    Any ``Exception`` counts (e.g. an array-like whose conversion raises a
+    RuntimeError): a rank left out would wait forever in the next collective."""
     err = None
     out = None
     try:
         out = fn()
-    except (ValueError, TypeError) as exc:
+    except Exception as exc:  # noqa: BLE001 - re-raised below, on every rank
         err = exc
     msgs = comm.allgather(None if err is None else (type(err).__name__, str(err)))
     if err is not None:
         raise err
     for rank, msg in enumerate(msgs):
         if msg is not None:
-            cls = TypeError if msg[0] == "TypeError" else ValueError
-            raise cls(f"invalid input on rank {rank}: {msg[1]}")
+            if msg[0] == "TypeError":
+                raise TypeError(f"invalid input on rank {rank}: {msg[1]}")
+            what = msg[1] if msg[0] == "ValueError" else f"{msg[0]}: {msg[1]}"
+            raise ValueError(f"invalid input on rank {rank}: {what}")
     return out
 
 
@@ -137,7 +145,7 @@ def _same_on_all_ranks(comm, **values):
     for key, val in values.items():
         seen = [g[key] for g in gathered]
         if any(s != seen[0] for s in seen):
-            what = "differs between ranks" if key == "b" else f"got {seen}"
+            what = "differs between ranks" if key in ("b", "X_t") else f"got {seen}"
             raise ValueError(f"{key} must be the same on every rank; {what}")
 
 
@@ -197,23 +205,36 @@ def local_rows(n, comm=None):
 
 
 def _global_a(comm, a, n_local):
-    """The local weights (uniform over all ranks' rows when None) and the
-    global number of rows; the total mass must be positive."""
+    """The local weights (uniform over all ranks' rows when None), the global
+    number of rows and the total mass over all ranks (1 when uniform), which
+    must be positive."""
     n_global = comm.allreduce(n_local)
     if a is None:
-        return np.full(n_local, 1.0 / n_global), n_global
+        return np.full(n_local, 1.0 / n_global), n_global, 1.0
     mass = comm.allreduce(float(a.sum()))
     if not mass > 0:
         raise ValueError("a_local must have a positive total mass over all ranks")
-    return a, n_global
+    return a, n_global, mass
 
 
-def _setup(comm, a_local, b, M_local, **scalars):
-    """Validated (M, a, b, dtype, n_global) of one rank, checked across ranks."""
-    M, a, bf, dtype = _collective(comm, lambda: _checks.check_local_block(M_local, a_local, b))
+def _setup(comm, a_local, b, M_local, balanced=False, **scalars):
+    """Validated (M, a, b, dtype, n_global) of one rank, checked across ranks.
+
+    ``balanced`` (with ``reg`` among the scalars): also the checks of the
+    single-process balanced solvers (``numbaot._checks.check_balanced``) on
+    the global values: sum a = sum b within the tolerance of the weights'
+    dtypes, and max|M| / reg <= 2**52 (the largest |M_ij| over all ranks)."""
+    M, a, bf, dtype, absmax, mass_tol = _collective(
+        comm, lambda: _checks.check_local_block(M_local, a_local, b))
     _same_on_all_ranks(comm, dim_b=M.shape[1], dtype=dtype.str, uniform_a=a is None,
                        b=zlib.crc32(bf.tobytes()), **scalars)
-    a, n_global = _global_a(comm, a, M.shape[0])
+    a, n_global, mass = _global_a(comm, a, M.shape[0])
+    if balanced:
+        MPI = _mpi()
+        maxima = np.array([absmax, mass_tol])
+        comm.Allreduce(MPI.IN_PLACE, maxima, op=MPI.MAX)
+        _checks.check_equal_mass([mass], [bf.sum()], maxima[1])
+        _checks.check_cost_scale(M, scalars["reg"], "M", absmax=float(maxima[0]))
     return M, a, bf, dtype, n_global
 
 
@@ -289,7 +310,9 @@ def sinkhorn(a_local, b, M_local, reg, method="sinkhorn", numItermax=1000, stopT
         As :func:`numbaot.sinkhorn`, on any rank (then raised on every rank);
         ``method`` not 'sinkhorn' or 'sinkhorn_log'; 2-D ``b``; ``b``, ``reg``,
         ``method``, ``numItermax``, ``stopThr``, dtypes or ``dim_b`` that differ
-        between ranks; zero total mass of ``a``.
+        between ranks; zero total mass of ``a``; sum of ``a`` over all ranks
+        other than sum of ``b``; max|M| / reg > 2**52 on any rank (as
+        :func:`numbaot.sinkhorn`: the plan is not representable).
     ImportError
         mpi4py is not installed.
 
@@ -334,7 +357,7 @@ def sinkhorn(a_local, b, M_local, reg, method="sinkhorn", numItermax=1000, stopT
 
     meth = _collective(comm, check_method)
     reg, numItermax, stopThr = _collective(comm, lambda: _checks.check_common(reg, numItermax, stopThr))
-    M, a, b, dtype, n_global = _setup(comm, a_local, b, M_local, reg=reg, method=meth,
+    M, a, b, dtype, n_global = _setup(comm, a_local, b, M_local, True, reg=reg, method=meth,
                                       numItermax=numItermax, stopThr=stopThr)
     warm = _warm(comm, warmstart, M.shape)
     verbose = bool(verbose) and comm.Get_rank() == 0
@@ -345,10 +368,10 @@ def sinkhorn(a_local, b, M_local, reg, method="sinkhorn", numItermax=1000, stopT
 
 
 class _RowBlocks:
-    """The column-reduction hook of ``numbaot.cpu.sinkhorn``'s launchers for
-    a matrix whose rows are split across the ranks of ``comm``: column sums
-    and logsumexps are reduced with ``Allreduce``, stopping errors are rank
-    0's."""
+    """The column-reduction hook of the CPU launchers (``numbaot.cpu.sinkhorn``,
+    ``numbaot.cpu.unbalanced``, ``numbaot.cpu.empirical``) for a matrix whose
+    rows are split across the ranks of ``comm``: column sums and logsumexps
+    are reduced with ``Allreduce``, stopping errors are rank 0's."""
 
     def __init__(self, MPI, comm, m):
         self.MPI, self.comm = MPI, comm
@@ -365,11 +388,20 @@ class _RowBlocks:
         q[0] = self.buf[:m]
         return self.buf[m]
 
+    def col_sum_max(self, q, x):
+        MPI = self.MPI
+        MPI.Request.Waitall([self.comm.Iallreduce(MPI.IN_PLACE, q, op=MPI.SUM),
+                             self.comm.Iallreduce(MPI.IN_PLACE, x, op=MPI.MAX)])
+
     def col_logsumexp(self, x):
         _allreduce_lse(self.MPI, self.comm, x)
 
     def agree(self, x):
         return _agree(self.comm, x)
+
+    def total(self, x):
+        """The sum of the scalar x over the ranks, rank 0's value."""
+        return _agree(self.comm, self.comm.allreduce(x))
 
 
 def _knopp(MPI, comm, M, a, b, dtype, n_global, reg, numItermax, stopThr, verbose, log, warn,
@@ -423,12 +455,14 @@ def sinkhorn_unbalanced(a_local, b, M_local, reg, reg_m, method="sinkhorn", reg_
     r"""Unbalanced entropic OT (KL marginals) with the rows of ``M`` split across MPI ranks.
 
     Distributed twin of :func:`numbaot.sinkhorn_unbalanced` with
-    ``method='sinkhorn'`` (which mirrors ``ot.unbalanced.sinkhorn_knopp_unbalanced`` [3]_,
-    Chizat et al. 2018, Alg. 1 [1]_): u = (a / K v)^(reg_m1 / (reg_m1 + reg)),
+    ``method='sinkhorn'`` (which mirrors ``ot.unbalanced.sinkhorn_knopp_unbalanced`` [1]_,
+    Chizat et al. 2018 [2]_): u = (a / K v)^(reg_m1 / (reg_m1 + reg)),
     v = (b / K^T u)^(reg_m2 / (reg_m2 + reg)), POT's stopping rule (mean of the
     relative sup-norm changes of u and v, every iteration), warnings and
     ``log`` keys.  Each rank reads its block of K once per iteration (the
-    MAP-UOT pass [2]_); the partial K^T u are summed by one Allreduce.
+    MAP-UOT pass [3]_); the partial K^T u are summed by one Allreduce, and
+    the iterations are those of ``numbaot.cpu.unbalanced`` (``uot_steps``
+    with a column-reduction hook).
 
     Parameters
     ----------
@@ -458,10 +492,9 @@ def sinkhorn_unbalanced(a_local, b, M_local, reg, reg_m, method="sinkhorn", reg_
         Also return a dict with ``'err'`` (global), ``'logu'`` (local rows),
         ``'logv'`` (global), ``'cost'`` (<plan, M> over all ranks) and
         ``'total_cost'`` (the unbalanced objective over all ranks).
-    comm : mpi4py communicator, optional
-        Default ``MPI.COMM_WORLD``.
-    **kwargs
-        Ignored, as in POT.
+    comm, **kwargs
+        As :func:`sinkhorn`: the communicator (default ``MPI.COMM_WORLD``);
+        other keywords are ignored, as in POT.
 
     Returns
     -------
@@ -487,26 +520,29 @@ def sinkhorn_unbalanced(a_local, b, M_local, reg, reg_m, method="sinkhorn", reg_
 
     References
     ----------
-    .. [1] L. Chizat, G. Peyre, B. Schmitzer, F.-X. Vialard, "Scaling
+    .. [1] POT 0.9.7, ``ot.unbalanced.sinkhorn_knopp_unbalanced``: the
+       iterations, stopping rule, warnings and ``log`` keys mirrored here.
+    .. [2] L. Chizat, G. Peyre, B. Schmitzer, F.-X. Vialard, "Scaling
        algorithms for unbalanced optimal transport problems", Mathematics of
-       Computation 87(314), 2563-2609, 2018, Algorithm 1.
-    .. [2] C. Sun, J. Hu, H. Jiang, "MAP-UOT: A Memory-Efficient Approach to
+       Computation 87(314), 2563-2609, 2018.
+    .. [3] C. Sun, J. Hu, H. Jiang, "MAP-UOT: A Memory-Efficient Approach to
        Unbalanced Optimal Transport Implementation", arXiv:2412.11079 2024,
-       sec. 5.
-    .. [3] POT 0.9.7, ``ot.unbalanced.sinkhorn_knopp_unbalanced``.
+       sec. 5 (the row split and the one Allreduce per iteration).
 
     Examples
     --------
-    Run as a plain script, ``MPI.COMM_WORLD`` has one rank, which owns
-    every row; under ``mpiexec -n 2`` each rank would print its own row.
+    Each rank forms only its own rows of the cost matrix, from its source
+    points; in a plain (single-process) run the one rank owns both rows:
 
     >>> import numpy as np
     >>> import numbaot
     >>> from numbaot import distributed
-    >>> a, b = np.array([0.4, 0.6]), numbaot.unif(3)
-    >>> M = numbaot.dist(np.array([[0.0], [1.0]]), np.array([[0.0], [0.5], [1.0]]))
-    >>> rows = distributed.local_rows(2)  # this rank's rows: all of them on one process
-    >>> plan_local = distributed.sinkhorn_unbalanced(a[rows], b, M[rows], 0.1, reg_m=1.0)
+    >>> X_s, X_t = np.array([[0.0], [1.0]]), np.array([[0.0], [0.5], [1.0]])
+    >>> mine = distributed.local_rows(len(X_s))
+    >>> M_local = numbaot.dist(X_s[mine], X_t)
+    >>> a_local = np.array([0.4, 0.6])[mine]
+    >>> plan_local = distributed.sinkhorn_unbalanced(a_local, numbaot.unif(3), M_local, 0.1,
+    ...                                              reg_m=1.0)
     >>> print(np.round(plan_local, 3))  # total mass 0.94 < 1: the marginals are relaxed
     [[0.314 0.076 0.   ]
      [0.    0.206 0.344]]
@@ -538,69 +574,34 @@ def sinkhorn_unbalanced(a_local, b, M_local, reg, reg_m, method="sinkhorn", reg_
     Cmat = C if use_mat else np.zeros((1, 1))
     warm = _warm(comm, warmstart, M.shape)
     fi1, fi2 = _loops.marginal_exponent(reg_m1, reg), _loops.marginal_exponent(reg_m2, reg)
-
-    Kmat = np.empty((n, m), dtype=dtype)
-    cpu_unbalanced.uot_gibbs(M, -1.0 / reg, ca, cb, Cmat, use_mat, Kmat)
     if warm is None:
         u, v = np.ones((1, n)), np.ones((1, m))
     else:
         u, v = np.exp(warm[0]), np.exp(warm[1])
-    a2 = a.reshape(1, n)
-    n_chunks, chunk_rows = chunk_layout(n, 1, m)
-    Q = np.empty((n_chunks, 1, m))
-    q = np.empty((1, m))
-    loc = np.empty(3)
-    pu = np.empty((n_chunks, 4))
-    active = np.ones(1, dtype=np.bool_)
-    uprev, vprev = np.empty_like(u), np.empty_like(v)
+    rows_hook = _RowBlocks(MPI, comm, m)
+    st = cpu_unbalanced.UotState(M, reg, ca, cb, Cmat, use_mat, a.reshape(1, n), b.reshape(1, m),
+                                 u, v, fi1, fi2, reduction=rows_hook)
     errs = []
-    for it in range(numItermax):
-        uprev[:, :] = u
-        vprev[:, :] = v
-        # float64 lanes for any K (the single-process float32 lanes need a
-        # range check and redo that would cost a second reduction here)
-        cpu_unbalanced.uot_fused_pass(Kmat, a2, v, fi1, n_chunks, chunk_rows, Q, u, False, pu)
-        cpu_sinkhorn.merge_chunks(Q, active, q)
-        finite_u = bool(np.all(pu[:, 2] != 0.0))
-        loc[0] = np.max(pu[:, 0]) if finite_u else 0.0
-        loc[1] = np.max(pu[:, 1]) if finite_u else 0.0
-        loc[2] = 0.0 if finite_u else 1.0
-        MPI.Request.Waitall([comm.Iallreduce(MPI.IN_PLACE, q, op=MPI.SUM),
-                             comm.Iallreduce(MPI.IN_PLACE, loc, op=MPI.MAX)])
-        bad = bool(np.any(q == 0.0))
-        with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
-            v[0] = (b / q[0]) if fi2 == 1.0 else (b / q[0]) ** fi2
-        if bad or loc[2] != 0.0 or not np.isfinite(v).all():
-            u[:, :] = uprev
-            v[:, :] = vprev
-            warnings.warn(_loops.NUMERICAL_ERRORS % it)
-            break
-        err_u = loc[0] / max(loc[1], 1.0)
-        err_v = np.max(np.abs(v - vprev)) / max(np.max(np.abs(v)), np.max(np.abs(vprev)), 1.0)
-        err = _agree(comm, 0.5 * (err_u + err_v))
-        errs.append(dtype.type(err))
-        if err < stopThr:
-            break
+    nit, failed = cpu_unbalanced.uot_steps(st, numItermax, stopThr, errs)
+    if failed:
+        warnings.warn(_loops.NUMERICAL_ERRORS % nit)
+    errs = [dtype.type(e) for e in errs]
     if log and verbose and comm.Get_rank() == 0:
-        for i, e in enumerate(errs):
-            _loops.print_header_and_row(i, e, 50)
-    plan = np.empty((n, m), dtype=dtype)
+        _loops.print_errs(errs)
     if not log:
-        cpu_sinkhorn.scaled_plan(Kmat, u[0], v[0], plan)
-        return plan
-    rows = np.empty(n)
-    cols = np.empty(m + 3)
-    Qc = np.empty((n_chunks, 1, m))
-    out = np.empty(2)
-    cpu_unbalanced.uot_plan_stats(Kmat, M, u[0], v[0], Cmat, ca, cb, use_mat, True, plan,
-                       n_chunks, chunk_rows, rows, Qc, cols[:m], out)
-    cols[m], cols[m + 1] = out
-    cols[m + 2] = _loops.kl_div(rows, a) if reg_m1 != np.inf else 0.0
-    comm.Allreduce(MPI.IN_PLACE, cols)
-    lin, kl_plan, kl_rows = cols[m:]
+        return cpu_unbalanced.uot_plan(st)
+    plan, rows, cols, out = cpu_unbalanced.uot_stats(st, True)
+    # column sums, <plan, M>, KL(plan, c) and KL(plan 1, a) over all ranks: one message
+    sums = np.empty((1, m + 3))
+    sums[0, :m] = cols
+    sums[0, m:m + 2] = out
+    sums[0, m + 2] = _loops.kl_div(rows, a) if reg_m1 != np.inf else 0.0
+    rows_hook.col_sum(sums)
+    lin, kl_plan, kl_rows = sums[0, m:]
     total = lin + reg * kl_plan + (reg_m1 * kl_rows if reg_m1 != np.inf else 0.0)
     if reg_m2 != np.inf:
-        total += reg_m2 * _loops.kl_div(cols[:m], b)
+        total += reg_m2 * _loops.kl_div(sums[0, :m], b)
+    u, v = cpu_unbalanced.uot_scalings(st)
     with np.errstate(divide="ignore"):
         lg = {"err": errs, "logu": np.log(u[0] + 1e-300).astype(dtype),
               "logv": np.log(v[0] + 1e-300).astype(dtype),
@@ -669,7 +670,8 @@ def empirical_sinkhorn(X_s_local, X_t, reg, a_local=None, b=None, metric="sqeucl
     TypeError, ValueError
         Non-numeric or non-finite points, points of different dimensions,
         weights of the wrong length or negative, ``reg`` <= 0, unknown
-        ``metric``; values that differ between ranks (on any rank, raised on
+        ``metric``, costs / reg that may exceed 2**52 (points too far apart
+        for ``reg``); values that differ between ranks (on any rank, raised on
         every rank).
     ImportError
         mpi4py is not installed.
@@ -709,11 +711,7 @@ def empirical_sinkhorn(X_s_local, X_t, reg, a_local=None, b=None, metric="sqeucl
         reg_c, nit, thr = _checks.check_common(reg, numIterMax, stopThr, "numIterMax")
         if metric not in LAZY_METRICS:
             raise ValueError(f"metric must be one of {sorted(LAZY_METRICS)}; got {metric!r}")
-        Xs = check_points(X_s_local, "X_s_local")
-        Xt = check_points(X_t, "X_t")
-        if Xs.shape[1] != Xt.shape[1]:
-            raise ValueError(f"X_s_local and X_t must have the same dimension; got "
-                             f"{Xs.shape[1]} and {Xt.shape[1]}")
+        Xs, Xt = check_clouds(X_s_local, X_t, reg_c, metric, ("X_s_local", "X_t"))
         af = _checks.check_local_weights(a_local, Xs.shape[0])
         bf = _checks.check_target_weights(b, Xt.shape[0])
         dtype = _checks.result_dtype(*(_checks.as_real_array(x, name) for x, name in
@@ -726,40 +724,21 @@ def empirical_sinkhorn(X_s_local, X_t, reg, a_local=None, b=None, metric="sqeucl
                        dtype=dtype.str, uniform_a=a is None, b=zlib.crc32(b.tobytes()),
                        X_t=zlib.crc32(np.ascontiguousarray(Xt, dtype=np.float64).tobytes()))
     n, m = Xs.shape[0], Xt.shape[0]
-    a, _ = _global_a(comm, a, n)
+    a, _, _ = _global_a(comm, a, n)
     warm = _warm(comm, warmstart, (n, m))
     Xs = np.ascontiguousarray(Xs, dtype=np.float64)
     Xt = np.ascontiguousarray(Xt, dtype=np.float64)
-    Xs_t, Xt_t = np.ascontiguousarray(Xs.T), np.ascontiguousarray(Xt.T)
     with np.errstate(divide="ignore"):
         log_a, log_b = np.log(a), np.log(b)
     f, g = (np.zeros(n), np.zeros(m)) if warm is None else (warm[0][0].copy(), warm[1][0].copy())
-    cc = -1.0 / reg
-    code = LAZY_METRICS[metric]
-    lse_f, lse_g = np.empty(n), np.empty(m)
-    errs = []
-    converged = False
-    i_ot = 0
-    for i_ot in range(numIterMax):
-        cpu_empirical.lazy_lse(Xs, Xt_t, g, cc, code, lse_f)
-        f = log_a - lse_f
-        cpu_empirical.lazy_lse(Xt, Xs_t, f, cc, code, lse_g)
-        _allreduce_lse(MPI, comm, lse_g)
-        g = log_b - lse_g
-        if (i_ot + 1) % 10 == 0:
-            cpu_empirical.lazy_lse(Xs, Xt_t, g, cc, code, lse_f)
-            err = _agree(comm, comm.allreduce(row_marginal_l1(f, lse_f, a)))
-            err = dtype.type(err)
-            if log:
-                errs.append(err)
-            if verbose and comm.Get_rank() == 0 and (i_ot + 1) % 100 == 0:
-                print("Error in marginal at iteration {} = {}".format(i_ot + 1, err))
-            if err <= stopThr:
-                converged = True
-                break
-    if not converged and warn:
-        warnings.warn(_loops.NOT_CONVERGED)
-    f_out, g_out = f.astype(dtype), g.astype(dtype)
+    rows_hook = _RowBlocks(MPI, comm, m)
+    st = cpu_empirical.LazyState(Xs, Xt, log_a, log_b, f, g, -1.0 / reg, LAZY_METRICS[metric],
+                                 dtype, reduction=rows_hook)
+    errs, i_ot = lazy_loop(lambda n_steps: cpu_empirical.lazy_steps(st, n_steps),
+                           lambda: rows_hook.total(row_marginal_l1(*cpu_empirical.lazy_row_lse(st),
+                                                                   a)),
+                           dtype, numIterMax, stopThr, verbose and comm.Get_rank() == 0, log, warn)
+    f_out, g_out = cpu_empirical.lazy_outputs(st, None)
     if not log:
         return f_out, g_out
     return f_out, g_out, {"err": errs, "u": f_out, "v": g_out, "niter": i_ot}

@@ -158,6 +158,76 @@ def error_case(name, fn):
     record(name, errors=got)
 
 
+class _Unhashable:
+    """A ``metric`` whose hash fails with a RuntimeError (neither a
+    ValueError nor a TypeError) when it is looked up."""
+
+    def __hash__(self):
+        raise RuntimeError("hash failed")
+
+
+def adversarial_cases(X, M, a, b, sl):
+    """Invalid input on the last rank only (the others' input is valid), or
+    inputs that are each valid but disagree between ranks: every rank must
+    raise (none may hang in a collective or return NaN)."""
+    last = rank == size - 1
+    n_loc, m = sl.stop - sl.start, M.shape[1]
+    Y = np.random.default_rng(4).random((m, 2))
+
+    def on_last(bad, good):
+        return bad if last else good
+
+    M_nan = M[sl].copy()
+    X_nan = X[sl].copy()
+    a_neg = a[sl].copy()
+    if last:
+        M_nan[0, 0] = np.nan
+        X_nan[0, 0] = np.nan
+        a_neg[0] = -0.1
+    ub = 1.5 * b
+    error_case("log_nan_on_last_rank", lambda: D.sinkhorn(a[sl], b, M_nan, 0.1,
+                                                          method="sinkhorn_log"))
+    error_case("uot_nan_on_last_rank", lambda: D.sinkhorn_unbalanced(a[sl], ub, M_nan, 0.1, 1.0))
+    error_case("empirical_nan_on_last_rank", lambda: D.empirical_sinkhorn(X_nan, Y, 0.1))
+    error_case("negative_weight_on_last_rank", lambda: D.sinkhorn(a_neg, b, M[sl], 0.1))
+    error_case("uot_negative_weight_on_last_rank",
+               lambda: D.sinkhorn_unbalanced(a_neg, ub, M[sl], 0.1, 1.0))
+    error_case("empirical_negative_weight_on_last_rank",
+               lambda: D.empirical_sinkhorn(X[sl], Y, 0.1, a_local=a_neg))
+    # wrong shapes on one rank
+    error_case("columns_differ_on_last_rank", lambda: D.sinkhorn(
+        a[sl], on_last(b[:-1] / b[:-1].sum(), b), on_last(M[sl][:, :-1], M[sl]), 0.1))
+    error_case("a_length_on_last_rank", lambda: D.sinkhorn(on_last(a[sl][:-1], a[sl]), b,
+                                                           M[sl], 0.1))
+    error_case("uot_c_shape_on_last_rank", lambda: D.sinkhorn_unbalanced(
+        a[sl], ub, M[sl], 0.1, 1.0, c=np.ones((n_loc, m + last))))
+    error_case("empirical_warmstart_shape_on_last_rank", lambda: D.empirical_sinkhorn(
+        X[sl], Y, 0.1, warmstart=(np.zeros(n_loc), np.zeros(m + last))))
+    # common inputs that differ between ranks
+    b_rev = on_last(b[::-1].copy(), b)
+    error_case("uot_b_differs", lambda: D.sinkhorn_unbalanced(a[sl], b_rev, M[sl], 0.1, 1.0))
+    error_case("empirical_b_differs", lambda: D.empirical_sinkhorn(X[sl], Y, 0.1, b=b_rev))
+    error_case("empirical_X_t_differs", lambda: D.empirical_sinkhorn(X[sl], Y + last, 0.1))
+    # bad scalars on one rank
+    error_case("bad_reg_on_last_rank", lambda: D.sinkhorn(a[sl], b, M[sl], on_last(-1.0, 0.1)))
+    error_case("uot_bad_reg_on_last_rank", lambda: D.sinkhorn_unbalanced(
+        a[sl], ub, M[sl], on_last(np.nan, 0.1), 1.0))
+    error_case("empirical_bad_reg_on_last_rank", lambda: D.empirical_sinkhorn(
+        X[sl], Y, on_last(0.0, 0.1)))
+    error_case("uot_reg_type_on_last_rank", lambda: D.sinkhorn_unbalanced(
+        a[sl], ub, M[sl], 0.1, 1.0, reg_type=on_last("l2", "kl")))
+    # valid on every rank, but no representable solution: refused as the
+    # single-process solvers refuse it (they used to return NaN here)
+    error_case("huge_costs_on_last_rank", lambda: D.sinkhorn(
+        a[sl], b, on_last(M[sl] * 1e300, M[sl]), 0.1, method="sinkhorn_log"))
+    error_case("empirical_huge_points_on_last_rank", lambda: D.empirical_sinkhorn(
+        on_last(X[sl] * 1e200, X[sl]), Y, 0.1))
+    error_case("unequal_mass", lambda: D.sinkhorn(a[sl], ub, M[sl], 0.1))
+    # a failure other than ValueError/TypeError on one rank
+    error_case("exception_on_last_rank", lambda: D.empirical_sinkhorn(
+        X[sl], Y, 0.1, metric=on_last(_Unhashable(), "sqeuclidean")))
+
+
 def main(out_path):
     # balanced
     balanced_case("knopp", 41, 23, 0.05, "sinkhorn")
@@ -199,6 +269,7 @@ def main(out_path):
                                                                 log=rank == 0))
     a_zero = np.zeros(sl.stop - sl.start)
     error_case("zero_total_mass", lambda: D.sinkhorn(a_zero, b, M[sl], 0.1))
+    adversarial_cases(X, M, a, b, sl)
     # caller's arrays untouched
     a_c, b_c, M_c = a[sl].copy(), b.copy(), M[sl].copy()
     D.sinkhorn(a_c, b_c, M_c, 0.1, method="sinkhorn_log")

@@ -123,6 +123,27 @@ def test_point_clouds_match_single_process(run, case):
     ("zero_total_mass", "ValueError", "positive total mass over all ranks"),
     ("warmstart_on_one_rank", "ValueError", "warmstart_given must be the same on every rank"),
     ("uot_log_differs", "ValueError", "log must be the same on every rank"),
+    # the adversarial pass (issue 22): invalid input on the last rank only
+    ("log_nan_on_last_rank", "ValueError", "M_local contains NaN or inf"),
+    ("uot_nan_on_last_rank", "ValueError", "M_local contains NaN or inf"),
+    ("empirical_nan_on_last_rank", "ValueError", "X_s_local contains NaN or inf"),
+    ("negative_weight_on_last_rank", "ValueError", "a_local has negative entries"),
+    ("uot_negative_weight_on_last_rank", "ValueError", "a_local has negative entries"),
+    ("empirical_negative_weight_on_last_rank", "ValueError", "a_local has negative entries"),
+    ("columns_differ_on_last_rank", "ValueError", "dim_b must be the same on every rank"),
+    ("a_length_on_last_rank", "ValueError", "a_local has"),
+    ("uot_c_shape_on_last_rank", "ValueError", "c must have the shape of M"),
+    ("empirical_warmstart_shape_on_last_rank", "ValueError", "warmstart[1] must have shape"),
+    ("uot_b_differs", "ValueError", "b must be the same on every rank"),
+    ("empirical_b_differs", "ValueError", "b must be the same on every rank"),
+    ("empirical_X_t_differs", "ValueError", "X_t must be the same on every rank; differs"),
+    ("bad_reg_on_last_rank", "ValueError", "reg must be a finite number > 0"),
+    ("uot_bad_reg_on_last_rank", "ValueError", "reg must be a finite number > 0"),
+    ("empirical_bad_reg_on_last_rank", "ValueError", "reg must be a finite number > 0"),
+    ("uot_reg_type_on_last_rank", "ValueError", "reg_type must be 'kl' or 'entropy'"),
+    ("huge_costs_on_last_rank", "ValueError", "M / reg is too large"),
+    ("empirical_huge_points_on_last_rank", "ValueError", "costs too large for entropic OT"),
+    ("unequal_mass", "ValueError", "must have the same (finite) total mass"),
 ])
 def test_bad_input_raises_on_every_rank(run, case, kind, text):
     n, res = run
@@ -133,12 +154,27 @@ def test_bad_input_raises_on_every_rank(run, case, kind, text):
         assert err[0] == kind and text in err[1]
 
 
-def test_error_names_the_failing_rank(run):
+@pytest.mark.parametrize("case", ["nan_on_last_rank", "log_nan_on_last_rank",
+                                  "negative_weight_on_last_rank", "bad_reg_on_last_rank",
+                                  "empirical_nan_on_last_rank", "uot_c_shape_on_last_rank"])
+def test_other_ranks_name_the_failing_rank(run, case):
     n, res = run
-    errors = res["nan_on_last_rank"]["errors"]
-    assert "invalid input on rank" not in errors[-1][1]          # its own message
+    errors = res[case]["errors"]
+    assert "invalid input on rank" not in errors[-1][1]
     for err in errors[:-1]:
-        assert f"invalid input on rank {n - 1}" in err[1]
+        assert err[1].startswith(f"invalid input on rank {n - 1}: ")
+        assert err[1].endswith(errors[-1][1])
+
+
+def test_any_exception_on_one_rank_raises_everywhere(run):
+    # the last rank's validation fails with a RuntimeError (its ``metric``
+    # cannot be hashed): that rank raises it, the others a ValueError that
+    # names the rank and the failure (they used to wait forever)
+    n, res = run
+    errors = res["exception_on_last_rank"]["errors"]
+    assert errors[-1] == ["RuntimeError", "hash failed"]
+    for err in errors[:-1]:
+        assert err == ["ValueError", f"invalid input on rank {n - 1}: RuntimeError: hash failed"]
 
 
 def test_caller_arrays_untouched(run):

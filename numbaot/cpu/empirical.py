@@ -202,13 +202,19 @@ class LazyState:
         Cost code (0: squared Euclidean, 1: Euclidean).
     dtype : numpy dtype
         Dtype of the results.
+    reduction : object, optional
+        Column-reduction hook for source points split across processes
+        (``numbaot.distributed``), as for ``numbaot.cpu.sinkhorn.LogState``:
+        ``col_logsumexp(x)`` replaces the column logsumexps ``x`` (dim_b,) of
+        this process's rows by those over every process's rows, in place.
 
     Attributes read by ``numbaot.cpu.gradients``: ``Xs``, ``Xt``, ``Xs_t``,
     ``Xt_t`` (the points, and transposed (d, n), (d, m)), ``f``, ``g`` (the
     current log-scalings), ``c``, ``metric``, ``dtype``.
     """
 
-    def __init__(self, Xs, Xt, log_a, log_b, f, g, c, metric, dtype):
+    def __init__(self, Xs, Xt, log_a, log_b, f, g, c, metric, dtype, reduction=None):
+        self.reduction = reduction
         self.Xs, self.Xt = Xs, Xt
         self.Xs_t, self.Xt_t = np.ascontiguousarray(Xs.T), np.ascontiguousarray(Xt.T)
         self.log_a, self.log_b, self.f, self.g = log_a, log_b, f, g
@@ -219,11 +225,14 @@ class LazyState:
 
 def lazy_steps(st, n_steps):
     """Run ``n_steps`` iterations in POT's order: f = log a - LSE_j(g_j + c
-    cost_ij), then g = log b - LSE_i(f_i + c cost_ij)."""
+    cost_ij), then g = log b - LSE_i(f_i + c cost_ij) (the LSE over every
+    process's rows with a reduction hook)."""
     for _ in range(n_steps):
         lazy_lse(st.Xs, st.Xt_t, st.g, st.c, st.metric, st.lse_f)
         st.f = st.log_a - st.lse_f
         lazy_lse(st.Xt, st.Xs_t, st.f, st.c, st.metric, st.lse_g)
+        if st.reduction is not None:
+            st.reduction.col_logsumexp(st.lse_g)
         st.g = st.log_b - st.lse_g
 
 

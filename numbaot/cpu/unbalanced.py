@@ -624,12 +624,23 @@ class UotState:
         Initial scalings; the state takes ownership.
     fi1, fi2 : float
         Exponents reg_m / (reg_m + reg) (1 for an infinite reg_m).
+    reduction : object, optional
+        Column-reduction hook for a matrix whose rows are split across
+        processes (``numbaot.distributed``), as for
+        ``numbaot.cpu.sinkhorn.KnoppState``: ``col_sum_max(q, x)`` sums the
+        column accumulators ``q`` over the processes and takes the
+        elementwise maximum of the small float64 vector ``x``, both in place
+        (one round of messages); ``agree(x)`` returns the value (any
+        picklable object) every process uses for a stopping decision.  With
+        a hook the iterations run one by one from Python, in float64 lanes
+        for any K, and v is formed on the host; a single problem only.
     """
 
-    def __init__(self, M, reg, ca, cb, C, use_mat, a, b, u, v, fi1, fi2):
+    def __init__(self, M, reg, ca, cb, C, use_mat, a, b, u, v, fi1, fi2, reduction=None):
         dim_a, dim_b = M.shape
         n_problems = u.shape[0]
         self.M = M
+        self.reduction = reduction
         self.ca, self.cb, self.C, self.use_mat = ca, cb, C, use_mat
         self.a, self.b, self.u, self.v = a, b, u, v
         self.fi1, self.fi2 = fi1, fi2
@@ -640,12 +651,56 @@ class UotState:
         self.q = np.empty((n_problems, dim_b))
 
 
+def _uot_run_reduced(st, n_steps, stopThr, errs):
+    """``uot_run`` one iteration at a time for rows split across processes:
+    after each pass the chunk partials of K^T u are merged, summed over the
+    processes together with the maxima of the u change and a flag for a
+    non-finite u (``st.reduction.col_sum_max``), v = (b / K^T u)^fi2 is
+    formed from the global sums (the same on every process), and
+    :func:`uot_rule` decides on the values of ``st.reduction.agree``.  Same
+    returns and ``errs`` buffer as ``uot_run``."""
+    u, v, q = st.u, st.v, st.q
+    uprev, vprev = np.empty_like(u), np.empty_like(v)
+    pu = np.empty((st.n_chunks, 4))
+    every = np.ones(u.shape[0], dtype=np.bool_)
+    loc = np.empty(3)
+    for it in range(n_steps):
+        uprev[:, :] = u
+        vprev[:, :] = v
+        uot_fused_pass(st.Kmat, st.a, v, st.fi1, st.n_chunks, st.chunk_rows, st.Q, u, False, pu)
+        merge_chunks(st.Q, every, q)
+        finite_u = bool(np.all(pu[:, 2] != 0.0))
+        loc[0] = np.max(pu[:, 0]) if finite_u else 0.0
+        loc[1] = np.max(pu[:, 1]) if finite_u else 0.0
+        loc[2] = 0.0 if finite_u else 1.0
+        st.reduction.col_sum_max(q, loc)
+        with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
+            v[:, :] = (st.b / q) if st.fi2 == 1.0 else (st.b / q) ** st.fi2
+        failed = loc[2] != 0.0 or bool(np.any(q == 0.0)) or not np.isfinite(v).all()
+        dv, mv = 0.0, 0.0
+        if not failed:
+            dv = float(np.max(np.abs(v - vprev)))
+            mv = max(float(np.max(np.abs(v))), float(np.max(np.abs(vprev))))
+        failed, du, mu, dv, mv = st.reduction.agree((failed, loc[0], loc[1], dv, mv))
+        verdict = uot_rule(failed, du, mu, dv, mv, stopThr, errs, it)
+        if verdict == FAILED:
+            u[:, :] = uprev
+            v[:, :] = vprev
+            return it, True
+        if verdict == CONVERGED:
+            return it + 1, False
+    return n_steps, False
+
+
 def uot_steps(st, n_steps, stopThr, errs):
     """Up to ``n_steps`` iterations u = (a / K v)^fi1, v = (b / K^T u)^fi2
     under POT's per-iteration stopping rule (:func:`uot_rule`).  Appends the
     error of every completed iteration to the list ``errs``.  Returns
     (iterations run, failed); on failure the first value is the index of the
     failing iteration (undone, no error stored)."""
+    if st.reduction is not None:
+        return _run_steps(lambda *args: _uot_run_reduced(st, *args), (n_steps, stopThr),
+                          n_steps, errs)
     return _run_steps(uot_run, (st.Kmat, st.a, st.b, st.u, st.v, st.fi1, st.fi2, st.n_chunks,
                                 st.chunk_rows, st.Q, st.q, n_steps, stopThr), n_steps, errs)
 

@@ -203,11 +203,17 @@ class LazyState:
     The potentials stay on the device; the host reads n numbers per stopping
     test (every 10 iterations).
 
+    The column-reduction hook ``reduction`` (points split across processes)
+    is CPU-only: ValueError if given.
+
     Attributes read by ``numbaot.cuda.gradients``: ``Xs``, ``Xt``, ``Xs_t``,
     ``Xt_t``, ``f``, ``g`` (device arrays), ``c``, ``metric``, ``dtype``.
     """
 
-    def __init__(self, Xs, Xt, log_a, log_b, f, g, c, metric, dtype):
+    def __init__(self, Xs, Xt, log_a, log_b, f, g, c, metric, dtype, reduction=None):
+        if reduction is not None:
+            raise ValueError("reduction: the CUDA launchers do not support points split across "
+                             "processes; use NumPy arrays with numbaot.distributed")
         def dev(x):
             return cuda.to_device(np.ascontiguousarray(x, dtype=dtype))
 

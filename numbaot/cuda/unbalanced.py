@@ -499,10 +499,15 @@ class UotState:
     C-contiguous device cost matrix (its dtype is the computation's: float32
     problems run float32 arithmetic); ``ca``, ``cb``, ``C``, ``a``, ``b``,
     ``u``, ``v`` are host float64 arrays, copied to the device in M's dtype;
-    K = exp(-M / reg) * (C or ca cb^T) is formed on the device.
+    K = exp(-M / reg) * (C or ca cb^T) is formed on the device.  The
+    column-reduction hook ``reduction`` (rows split across processes) is
+    CPU-only: ValueError if given.
     """
 
-    def __init__(self, M, reg, ca, cb, C, use_mat, a, b, u, v, fi1, fi2):
+    def __init__(self, M, reg, ca, cb, C, use_mat, a, b, u, v, fi1, fi2, reduction=None):
+        if reduction is not None:
+            raise ValueError("reduction: the CUDA launchers do not support rows split across "
+                             "processes; use NumPy arrays with numbaot.distributed")
         dt = M.dtype
         self.M = M
         self.use_mat = use_mat
