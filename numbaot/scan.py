@@ -71,22 +71,45 @@ __all__ = [
 # --------------------------------------------------------------------------
 # host helpers
 # --------------------------------------------------------------------------
+#: the CPU backend module, imported on the first call (importing numbaot
+#: loads no kernel module)
+_CPU = []
+
+
 def _backend(device):
     if device == "cuda":
         _dispatch.require_cuda()
         from .cuda import scan as backend
-    else:
-        from .cpu import scan as backend
-    return backend
+
+        return backend
+    if not _CPU:
+        from .cpu import scan as cpu_scan
+
+        _CPU.append(cpu_scan)
+    return _CPU[0]
 
 
 def _device(**arrays):
     """Device of the data arrays (None ignored).  The O(batch) parameters
     (gamma, lam, last_value) are not passed here: they may live on either
     device and are read on the host."""
+    if all(v is None or type(v) is np.ndarray for v in arrays.values()):
+        return "cpu"  # the common case, without device_of's per-array probes
     arrs = {k: v for k, v in arrays.items()
             if v is not None and (_dispatch.is_device_array(v) or isinstance(v, np.ndarray))}
     return _dispatch.device_of(**arrs)
+
+
+def _dtype_of(*dtypes):
+    """``float_dtype_of``, without its ``np.result_type`` call when every
+    dtype already is float64, or every one float32 (native byte order)."""
+    native = _NATIVE.get(dtypes[0])
+    if native is not None and all(d == native for d in dtypes):
+        return native
+    return float_dtype_of(*dtypes)
+
+
+_NATIVE = {np.dtype(np.float32): np.dtype(np.float32), np.dtype(np.float64): np.dtype(np.float64)}
 
 
 def _as_2d(arr, on_device, dtype):
@@ -99,6 +122,8 @@ def _as_2d(arr, on_device, dtype):
         from .cuda import scan as cuda_scan
 
         flat = cuda_scan.to_flat(arr, dtype)
+    elif arr.dtype == dtype and arr.flags.c_contiguous:
+        flat = arr.reshape(-1)  # a view: only ever read
     else:
         flat = np.ascontiguousarray(arr, dtype=dtype).reshape(-1)
     return flat, B, N
@@ -132,15 +157,14 @@ def _scan(x, gamma, dones, reverse, name="x"):
     on_dev = device == "cuda"
     backend = _backend(device)
     x = _checks.as_scan_array(x, name, on_device=on_dev)
-    dtype = float_dtype_of(x.dtype)
+    dtype = _dtype_of(x.dtype)
     xf, B, N = _as_2d(x, on_dev, dtype)
     g, per_row = _checks.check_discount(gamma, B, "gamma", on_device=on_dev)
     d = _flat_dones(_checks.check_dones(dones, x.shape, "dones", on_device=on_dev), on_dev)
     out = backend.empty(B * N, dtype)
-    if B * N:
-        ends = backend.run_scan(xf, g, d, reverse, B, N, out)
-        if not np.all(np.isfinite(ends)):
-            _raise_nonfinite(backend, [(name, xf)], dtype, "the discounted sums")
+    # the kernels test every value they store: a count of 0 means all finite
+    if B * N and backend.run_scan(xf, g, d, reverse, B, N, out):
+        _raise_nonfinite(backend, [(name, xf)], dtype, "the discounted sums")
     return out.reshape(x.shape), per_row, device, backend
 
 
@@ -188,7 +212,8 @@ def discounted_cumsum_right(x, gamma, dones=None):
         ``x`` not 1-D or 2-D; ``gamma`` outside [0, 1], NaN/inf, or an array
         whose shape is not (batch,); ``dones`` of another shape than ``x``, or
         (host) with values other than 0/1; ``x`` containing NaN or inf; sums
-        that overflow the output dtype.
+        that overflow the output dtype (any partial sum y_t, not only the
+        last: every element returned is finite).
     numbaot._dispatch.CudaUnavailableError
         Device arrays given but no usable GPU.
 
@@ -275,27 +300,28 @@ def _backward(grad_output, output, gamma, dones, reverse):
             f"output must have the shape of grad_output; got output.shape = {tuple(y.shape)} "
             f"and grad_output.shape = {tuple(go.shape)}"
         )
-    dtype = float_dtype_of(go.dtype, y.dtype)
+    dtype = _dtype_of(go.dtype, y.dtype)
     gof, B, N = _as_2d(go, on_dev, dtype)
     yf, _, _ = _as_2d(y, on_dev, dtype)
     g, per_row = _checks.check_discount(gamma, B, "gamma", on_device=on_dev)
     d = _flat_dones(_checks.check_dones(dones, go.shape, "dones", on_device=on_dev), on_dev)
     gi = backend.empty(B * N, dtype)
     if B * N:
-        # the transpose of the scan is the scan in the other direction
-        ends = backend.run_scan(gof, g, d, not reverse, B, N, gi)
-        if not np.all(np.isfinite(ends)):
+        # the transpose of the scan is the scan in the other direction; the
+        # kernels test every value they store (a count of 0: all finite)
+        if backend.run_scan(gof, g, d, not reverse, B, N, gi):
             _raise_nonfinite(backend, [("grad_output", gof)], dtype, "the scanned gradients")
         gg = backend.run_gamma_grad(gi, yf, d, reverse, B, N)
     else:
         gg = np.zeros(B)
-    if not np.all(np.isfinite(gg)):
+    # float64 partials, then the result in ``dtype``: the test follows the
+    # cast, so a float32 gradient beyond 3.4e38 (or a sum over the rows that
+    # overflows) is an error, not an inf
+    with np.errstate(over="ignore", invalid="ignore"):
+        grad_gamma = gg.astype(dtype) if per_row else dtype.type(np.sum(gg))
+    if not np.all(np.isfinite(grad_gamma)):
         _raise_nonfinite(backend, [("output", yf), ("grad_output", gof)], dtype,
                          "the gamma gradient")
-    if per_row:
-        grad_gamma = gg.astype(dtype)
-    else:
-        grad_gamma = dtype.type(np.sum(gg))
     if on_dev:
         grad_gamma = _dispatch.like_input(backend.from_host(np.asarray(grad_gamma)), grad_output)
     return _wrap(gi.reshape(go.shape), grad_output, device), grad_gamma
@@ -343,7 +369,8 @@ def discounted_cumsum_right_backward(grad_output, output, gamma, dones=None):
     ------
     TypeError, ValueError, CudaUnavailableError
         As :func:`discounted_cumsum_right`, for ``grad_output`` and
-        ``output``; ValueError also when their shapes differ.
+        ``output``; ValueError also when their shapes differ, and when
+        ``grad_input`` or ``grad_gamma`` overflows the output dtype.
 
     References
     ----------
@@ -403,7 +430,8 @@ def discounted_cumsum_left_backward(grad_output, output, gamma, dones=None):
     ------
     TypeError, ValueError, CudaUnavailableError
         As :func:`discounted_cumsum_right`, for ``grad_output`` and
-        ``output``; ValueError also when their shapes differ.
+        ``output``; ValueError also when their shapes differ, and when
+        ``grad_input`` or ``grad_gamma`` overflows the output dtype.
 
     References
     ----------
@@ -485,7 +513,9 @@ def gae(rewards, values, dones, gamma, lam, last_value=None):
     ValueError
         Wrong shapes (values not N or N + 1 entries per row, batch mismatch,
         ``last_value`` given together with N + 1 values), gamma or lam
-        outside [0, 1], NaN/inf in rewards, values or last_value.
+        outside [0, 1], NaN/inf in rewards, values or last_value;
+        advantages or returns that overflow the output dtype (every
+        element returned is finite).
     numbaot._dispatch.CudaUnavailableError
         Device arrays given but no usable GPU.
 
@@ -526,7 +556,7 @@ def gae(rewards, values, dones, gamma, lam, last_value=None):
             f"values must have N + 1 = {N + 1} (with V(s_N)) or N = {N} entries per row; "
             f"got values.shape = {tuple(v.shape)}"
         )
-    dtype = float_dtype_of(r.dtype, v.dtype)
+    dtype = _dtype_of(r.dtype, v.dtype)
     rf, B, _ = _as_2d(r, on_dev, dtype)
     vf, _, _ = _as_2d(v, on_dev, dtype)
     g, _ = _checks.check_discount(gamma, B, "gamma", on_device=on_dev)
@@ -558,9 +588,10 @@ def gae(rewards, values, dones, gamma, lam, last_value=None):
     ret = backend.empty(B * N, dtype)
     if B * N:
         delta = backend.run_gae_deltas(rf, vf, Nv, last, d, g, B, N, dtype)
-        ends = backend.run_scan(delta, g * lm, d, True, B, N, adv)
-        if not np.all(np.isfinite(ends)):
+        # the kernels test every value they store (a count of 0: all finite)
+        if backend.run_scan(delta, g * lm, d, True, B, N, adv):
             _raise_nonfinite(backend, [("rewards", rf), ("values", vf)], dtype, "the advantages")
-        backend.run_gae_returns(adv, vf, Nv, B, N, ret)
+        if backend.run_gae_returns(adv, vf, Nv, B, N, ret):
+            _raise_nonfinite(backend, [("rewards", rf), ("values", vf)], dtype, "the returns")
     return (_wrap(adv.reshape(r.shape), rewards, device),
             _wrap(ret.reshape(r.shape), rewards, device))

@@ -41,25 +41,31 @@ measured 8-22 % faster than one chain per chunk).
 the chunk's entries after its last episode boundary, evaluated by vectorised
 dot products with a table of powers (``_poly``).
 
-Non-finite inputs are absorbing in y_p = a_p y_{p-1} + x_p (0 * nan = nan,
-0 * inf = nan): a NaN or inf anywhere in a segment makes the value at the
-segment's last scan position non-finite.  ``segment_ends`` gathers those
-values, so the caller finds non-finite inputs (and overflow) without another
-pass over the data.
+Non-finite values are found by the kernels that write them (``scan_chunks``,
+``gae_returns``), which return a count that is 0 iff every value stored is
+finite: NaN and inf are absorbing in the recurrence (0 * inf = nan), so in
+float64 a segment's last value tells; a float32 output can also overflow in
+the cast between two finite float64 sums, so there each segment, still in
+cache, is read back once (vectorised).  A NaN or inf input and a sum that
+overflows the output dtype are therefore caught without another pass over
+the data from memory; the caller then looks for NaN/inf in the inputs
+(``count_nonfinite``) only to word the error.
 """
 import math
 
 import numpy as np
 from numba import njit, prange
+from numba.extending import overload
 
+from .. import _config
 from .._config import JIT_OPTIONS, SCAN_POLY_BLOCK
+from .._dispatch import threads_at_most
 
 __all__ = [
     "scan_rows",
     "chunk_aggregates",
     "chunk_carries",
     "scan_chunks",
-    "segment_ends",
     "count_nonfinite",
     "gamma_grad_partials",
     "sum_rows",
@@ -115,6 +121,47 @@ def _run(x, dones, out, g, base, step, reverse, i0, i1, y):
     return y
 
 
+def _stored_float32_finite(out, s0, s1, nc, N, L, reverse):
+    """True iff every value of segments s0..s1-1 of ``out`` is finite as
+    stored: ``_group_finite`` for a float32 ``out``, True (no code) for a
+    float64 one, where the segment ends tell (see ``scan_chunks``).  Chosen when the kernel is typed (``overload``), so the
+    float64 kernels neither compile nor run the read-back."""
+    raise NotImplementedError("called from the kernels only")
+
+
+@overload(_stored_float32_finite, inline="always")
+def _stored_float32_finite_impl(out, s0, s1, nc, N, L, reverse):
+    if out.dtype.bitwidth < 64:
+        return lambda out, s0, s1, nc, N, L, reverse: _group_finite(out, s0, s1, nc, N, L,
+                                                                    reverse)
+    return lambda out, s0, s1, nc, N, L, reverse: True
+
+
+@njit(**JIT_OPTIONS)
+def _group_finite(out, s0, s1, nc, N, L, reverse):
+    """True iff the float32 entries of segments s0..s1-1 are all finite
+    (``_stored_finite`` on the memory of each)."""
+    for s in range(s0, s1):
+        r, c, b, st, ln = _segment(s, nc, N, L, reverse)
+        lo = b - (ln - 1) if reverse else b
+        if not _stored_finite(out, lo, lo + ln):
+            return False
+    return True
+
+
+@njit(**JIT_OPTIONS)
+def _stored_finite(out, lo, hi):
+    """True iff the float32 entries out[lo:hi] are all finite: none has the
+    all-ones exponent of inf/NaN.  Integer tests on the bits of entries just
+    written (still in cache), vectorised (a slice indexed from 0); float
+    tests would not do: fast-math's reassociation may fold v - v to 0."""
+    bits = out[lo:hi].view(np.uint32)
+    n = 0
+    for k in range(bits.shape[0]):
+        n += (bits[k] & np.uint32(0x7F800000)) == np.uint32(0x7F800000)
+    return n == 0
+
+
 #: block length of the vectorised chunk reduction ``_poly``
 #: (``_config.SCAN_POLY_BLOCK``)
 _PB = SCAN_POLY_BLOCK
@@ -166,17 +213,31 @@ def _poly(x, lo, n, g, right, w):
 
 
 @njit(**_PAR)
-def scan_chunks(x, gamma, dones, reverse, N, L, carry, out):
-    """out = the scan of every chunk started from ``carry``.
+def scan_chunks(x, gamma, dones, reverse, N, L, carry, lim, out):
+    """out = the scan of every chunk started from ``carry``; returns a count
+    that is 0 iff every value written is finite (it counts the tasks that
+    wrote a value that is not).
 
     x, out : (B * N,) float32/float64.  gamma : (B,) float64.
     dones : None or (B * N,) uint8.  carry : (B, nc) float64, the value of the
-    scan just before each chunk (0 for the first chunk of a row).
+    scan just before each chunk (0 for the first chunk of a row), or None:
+    one chunk per row (L = N), started from 0.
+    lim : float64, the smallest magnitude that is not finite once stored in
+    out's dtype (``overflow_limit``: inf for float64).
+
+    The test of the values written costs no work in the chain of dependent
+    multiply-adds: NaN and inf are absorbing in y_p = a_p y_{p-1} + x_p
+    (0 * inf = nan), so a segment wrote a non-finite float64 value iff its
+    last value is not finite (|y| < inf fails).  A float32 output can
+    also overflow in the cast between two finite float64 sums (6e38 between
+    3e38 and 3e38): there the segments just written, still in cache, are read
+    back once, vectorised (``_stored_finite``).
     """
     B = gamma.shape[0]
-    nc = carry.shape[1]
+    nc = 1 if carry is None else carry.shape[1]
     S = B * nc
     ng = (S + LANES - 1) // LANES
+    bad = 0
     for grp in prange(ng):
         s0 = grp * LANES
         if s0 + LANES <= S:
@@ -185,7 +246,10 @@ def scan_chunks(x, gamma, dones, reverse, N, L, carry, out):
             r2, c2, b2, st, l2 = _segment(s0 + 2, nc, N, L, reverse)
             r3, c3, b3, st, l3 = _segment(s0 + 3, nc, N, L, reverse)
             g0, g1, g2, g3 = gamma[r0], gamma[r1], gamma[r2], gamma[r3]
-            y0, y1, y2, y3 = carry[r0, c0], carry[r1, c1], carry[r2, c2], carry[r3, c3]
+            if carry is None:
+                y0 = y1 = y2 = y3 = 0.0
+            else:
+                y0, y1, y2, y3 = carry[r0, c0], carry[r1, c1], carry[r2, c2], carry[r3, c3]
             m = min(min(l0, l1), min(l2, l3))
             for i in range(m):
                 # unsigned indices: no negative-index wraparound code
@@ -201,21 +265,33 @@ def scan_chunks(x, gamma, dones, reverse, N, L, carry, out):
                 out[i1] = y1
                 out[i2] = y2
                 out[i3] = y3
-            _run(x, dones, out, g0, b0, st, reverse, m, l0, y0)
-            _run(x, dones, out, g1, b1, st, reverse, m, l1, y1)
-            _run(x, dones, out, g2, b2, st, reverse, m, l2, y2)
-            _run(x, dones, out, g3, b3, st, reverse, m, l3, y3)
+            y0 = _run(x, dones, out, g0, b0, st, reverse, m, l0, y0)
+            y1 = _run(x, dones, out, g1, b1, st, reverse, m, l1, y1)
+            y2 = _run(x, dones, out, g2, b2, st, reverse, m, l2, y2)
+            y3 = _run(x, dones, out, g3, b3, st, reverse, m, l3, y3)
+            ok = abs(y0) < lim and abs(y1) < lim and abs(y2) < lim and abs(y3) < lim
+            if ok:
+                ok = _stored_float32_finite(out, s0, s0 + LANES, nc, N, L, reverse)
+            if not ok:
+                bad += 1
         else:
             for s in range(s0, S):
                 r, c, b, st, ln = _segment(s, nc, N, L, reverse)
-                _run(x, dones, out, gamma[r], b, st, reverse, 0, ln, carry[r, c])
+                y = _run(x, dones, out, gamma[r], b, st, reverse, 0, ln,
+                         0.0 if carry is None else carry[r, c])
+                ok = abs(y) < lim
+                if ok:
+                    ok = _stored_float32_finite(out, s, s + 1, nc, N, L, reverse)
+                if not ok:
+                    bad += 1
+    return bad
 
 
-def scan_rows(x, gamma, dones, reverse, N, out):
+def scan_rows(x, gamma, dones, reverse, N, lim, out):
     """out = the scan of every row (one task per row, four rows in lockstep):
-    ``scan_chunks`` with one chunk per row and zero carries."""
-    carry = np.zeros((gamma.shape[0], 1))
-    scan_chunks(x, gamma, dones, reverse, N, N, carry, out)
+    ``scan_chunks`` with one chunk per row started from 0 (no carry array);
+    returns its count (0 iff every value written is finite)."""
+    return scan_chunks(x, gamma, dones, reverse, N, N, None, lim, out)
 
 
 @njit(**_PAR)
@@ -264,19 +340,6 @@ def chunk_carries(agg_a, agg_s, carry):
         for c in range(nc):
             carry[r, c] = y
             y = agg_a[r, c] * y + agg_s[r, c]
-
-
-@njit(**_SER)
-def segment_ends(out, N, L, reverse, ends):
-    """ends[r, c] = out at the last scan position of chunk c of row r (as
-    stored, i.e. after the cast to out.dtype), float64 (B, nc)."""
-    B, nc = ends.shape
-    for s in range(B * nc):
-        r = s // nc
-        c = s - r * nc
-        p = min(N, (c + 1) * L) - 1
-        t = N - 1 - p if reverse else p
-        ends[r, c] = np.float64(out[r * N + t])
 
 
 @njit(**_PAR)
@@ -343,12 +406,21 @@ def gae_deltas(rewards, values, Nv, last, dones, gamma, N, out):
 
 
 @njit(**_PAR)
-def gae_returns(adv, values, Nv, N, out):
-    """out[r, t] = adv[r, t] + V[r, t] (the lambda-returns)."""
+def gae_returns(adv, values, Nv, N, lim, out):
+    """out[r, t] = adv[r, t] + V[r, t] (the lambda-returns); returns the
+    number of rows with a value that is not finite once stored (|v| >= lim,
+    or NaN; see ``scan_chunks``)."""
     B = adv.shape[0] // N if N > 0 else 0
+    bad = 0
     for r in prange(B):
+        ok = True
         for t in range(N):
-            out[r * N + t] = np.float64(adv[r * N + t]) + np.float64(values[r * Nv + t])
+            v = np.float64(adv[r * N + t]) + np.float64(values[r * Nv + t])
+            out[r * N + t] = v
+            ok &= abs(v) < lim
+        if not ok:
+            bad += 1
+    return bad
 
 
 # --------------------------------------------------------------------------
@@ -359,42 +431,59 @@ def layout(B, N):
     only when they are longer than ``_config.SCAN_CHUNK`` and the batch has
     fewer than ``_config.SCAN_SPLIT_MAX_ROWS`` rows; the split depends on the
     shape alone."""
-    from .. import _config
-
     L = _config.SCAN_CHUNK
     if N > L and B < _config.SCAN_SPLIT_MAX_ROWS:
         return -(-N // L), L
     return 1, max(N, 1)
 
 
+def _threads(B, N):
+    """Threads worth waking for B * N entries (``_config.SCAN_MIN_THREAD_WORK``
+    each), for ``threads_at_most``."""
+    return -(-(B * N) // _config.SCAN_MIN_THREAD_WORK)
+
+
 def empty(n, dtype):
     return np.empty(n, dtype=dtype)
 
 
+def overflow_limit(dtype):
+    """The smallest float64 magnitude that is not finite once stored in
+    ``dtype``: a finite float64 y is stored finite iff |y| < overflow_limit.
+    float64: inf.  float32: 2^128 - 2^103, halfway between FLT_MAX =
+    2^128 - 2^104 and 2^128 (round to nearest even takes it up, FLT_MAX's
+    last significand bit being 1)."""
+    if np.dtype(dtype) == np.float32:
+        return _LIM32
+    return math.inf
+
+
+_LIM32 = 2.0 ** 128 - 2.0 ** 103
+
+
 def run_scan(x, gamma, dones, reverse, B, N, out):
-    """out = the scan of every row of x (flat (B * N,)); returns the values
-    at the segments' last scan positions, (B, nc) float64 (non-finite iff
-    the input has NaN/inf or a sum overflows)."""
+    """out = the scan of every row of x (flat (B * N,)); returns a count that
+    is 0 iff every value of out is finite (non-zero when the input has
+    NaN/inf or a sum overflows out's dtype)."""
     nc, L = layout(B, N)
-    if nc == 1:
-        scan_rows(x, gamma, dones, reverse, N, out)
-    else:
+    lim = overflow_limit(out.dtype)
+    with threads_at_most(_threads(B, N)):
+        if nc == 1:
+            return scan_rows(x, gamma, dones, reverse, N, lim, out)
         agg_a = np.empty((B, nc))
         agg_s = np.empty((B, nc))
         chunk_aggregates(x, gamma, dones, reverse, N, L, agg_a, agg_s)
         carry = np.empty((B, nc))
         chunk_carries(agg_a, agg_s, carry)
-        scan_chunks(x, gamma, dones, reverse, N, L, carry, out)
-    ends = np.empty((B, nc))
-    segment_ends(out, N, L, reverse, ends)
-    return ends
+        return scan_chunks(x, gamma, dones, reverse, N, L, carry, lim, out)
 
 
 def run_gamma_grad(grad_input, output, dones, reverse, B, N):
     """dL/dgamma of every row, (B,) float64 (see ``gamma_grad_partials``)."""
     nc, L = layout(B, N)
     part = np.empty((B, nc))
-    gamma_grad_partials(grad_input, output, dones, reverse, N, L, part)
+    with threads_at_most(_threads(B, N)):
+        gamma_grad_partials(grad_input, output, dones, reverse, N, L, part)
     res = np.empty(B)
     sum_rows(part, res)
     return res
@@ -402,12 +491,16 @@ def run_gamma_grad(grad_input, output, dones, reverse, B, N):
 
 def run_gae_deltas(rewards, values, Nv, last, dones, gamma, B, N, dtype):
     out = np.empty(B * N, dtype=np.float64)
-    gae_deltas(rewards, values, Nv, last, dones, gamma, N, out)
+    with threads_at_most(_threads(B, N)):
+        gae_deltas(rewards, values, Nv, last, dones, gamma, N, out)
     return out
 
 
 def run_gae_returns(adv, values, Nv, B, N, out):
-    gae_returns(adv, values, Nv, N, out)
+    """out = adv + values (the returns); returns a count that is 0 iff every
+    value of out is finite."""
+    with threads_at_most(_threads(B, N)):
+        return gae_returns(adv, values, Nv, N, overflow_limit(out.dtype), out)
 
 
 #: The launcher contract shared with numbaot.cuda.scan (same names,

@@ -40,15 +40,20 @@ Shared memory is dynamic (sized at launch from the tunables); positions are
 stored with one pad slot per ``CUDA_SCAN_ITEMS`` (index j + j // ITEMS), so
 that the threads' serial passes do not all hit the same banks.
 
-Non-finite inputs propagate to the end of their tile (see the CPU module);
-``segment_ends`` gathers the tile ends so the caller can tell, without a
-pass over the data, whether to look for NaN/inf (``count_nonfinite``).
+Non-finite values are found where they are written, as on the CPU: the
+kernels that write an output (``scan_rows``, ``scan_chunks``,
+``gae_returns``) test every value they store (|y| < ``lim``, the output
+dtype's ``overflow_limit``) and set ``flag[0] = 1`` when one is not finite
+(a NaN/inf input, or a sum that overflows the output dtype); the caller
+reads the flag back and looks for NaN/inf in the inputs
+(``count_nonfinite``) only to word the error.
 """
 
 import numpy as np
 from numba import cuda, float64
 
 from .. import _config
+from ..cpu.scan import overflow_limit
 from ._registry import device, kernel
 
 __all__ = [
@@ -56,7 +61,6 @@ __all__ = [
     "chunk_aggregates",
     "chunk_carries",
     "scan_chunks",
-    "segment_ends",
     "count_nonfinite_kernel",
     "gamma_grad_partials",
     "sum_rows",
@@ -187,15 +191,18 @@ def _downsweep(sa, ss, n):
 # --------------------------------------------------------------------------
 # kernels
 # --------------------------------------------------------------------------
-_SCAN_ROWS = "void({X}[::1], float64[::1], uint8[::1], int64, int64, int64, {T}[::1])"
+_SCAN_ROWS = ("void({X}[::1], float64[::1], uint8[::1], int64, int64, int64, float64, "
+              "{T}[::1], int32[::1])")
 
 
 @kernel(_sigs_io(_SCAN_ROWS), hot=True)
-def scan_rows(x, gamma, dones, has_mask, reverse, N, out):
-    """One thread per row: the serial scan of the row (grid-stride over rows)."""
+def scan_rows(x, gamma, dones, has_mask, reverse, N, lim, out, flag):
+    """One thread per row: the serial scan of the row (grid-stride over rows);
+    flag[0] = 1 if a value written is not finite (|y| >= lim or NaN)."""
     B = gamma.shape[0]
     start = cuda.grid(1)
     stride = cuda.gridsize(1)
+    ok = True
     for r in range(start, B, stride):
         g = gamma[r]
         y = 0.0
@@ -203,6 +210,10 @@ def scan_rows(x, gamma, dones, has_mask, reverse, N, out):
             xi = _index(r, p, N, reverse)
             y = _link(g, dones, has_mask, xi, reverse, r * N) * y + x[xi]
             out[xi] = y
+            if not (abs(np.float64(y)) < lim):
+                ok = False
+    if not ok:
+        flag[0] = 1
 
 
 _AGG = ("void({X}[::1], float64[::1], uint8[::1], int64, int64, int64, int64, int64, "
@@ -276,12 +287,13 @@ def chunk_carries(agg_a, agg_s, nc, carry):
 
 
 _SCAN = ("void({X}[::1], float64[::1], uint8[::1], int64, int64, int64, int64, int64, "
-         "float64[::1], {T}[::1])")
+         "float64[::1], float64, {T}[::1], int32[::1])")
 
 
 @kernel(_sigs_io(_SCAN), hot=True)
-def scan_chunks(x, gamma, dones, has_mask, reverse, N, L, items, carry, out):
-    """out = the scan of every tile started from its carry (see module)."""
+def scan_chunks(x, gamma, dones, has_mask, reverse, N, L, items, carry, lim, out, flag):
+    """out = the scan of every tile started from its carry (see module);
+    flag[0] = 1 if a value written is not finite (|y| >= lim or NaN)."""
     n = cuda.blockDim.x
     T = n * items
     Tp = T + T // items
@@ -293,6 +305,7 @@ def scan_chunks(x, gamma, dones, has_mask, reverse, N, L, items, carry, out):
     B = gamma.shape[0]
     nc = (N + L - 1) // L
     tid = cuda.threadIdx.x
+    ok = True
     for tile in range(cuda.blockIdx.x, B * nc, cuda.gridDim.x):
         r = tile // nc
         c = tile - r * nc
@@ -314,19 +327,13 @@ def scan_chunks(x, gamma, dones, has_mask, reverse, N, L, items, carry, out):
             xs[q] = y
         cuda.syncthreads()
         for j in range(tid, ln, n):
-            out[_index(r, P0 + j, N, reverse)] = xs[_pad(j, items)]
+            v = xs[_pad(j, items)]
+            out[_index(r, P0 + j, N, reverse)] = v
+            if not (abs(np.float64(v)) < lim):
+                ok = False
         cuda.syncthreads()
-
-
-@kernel(_sigs("void({T}[::1], int64, int64, int64, float64[::1])"))
-def segment_ends(out, N, L, reverse, ends):
-    """ends[r * nc + c] = out at the last scan position of tile c of row r."""
-    nc = ends.shape[0] // (out.shape[0] // N)
-    for s in range(cuda.grid(1), ends.shape[0], cuda.gridsize(1)):
-        r = s // nc
-        c = s - r * nc
-        p = min(N, (c + 1) * L) - 1
-        ends[s] = out[_index(r, p, N, reverse)]
+    if not ok:
+        flag[0] = 1
 
 
 @kernel(_sigs("void({T}[::1], int64[::1])"))
@@ -412,14 +419,21 @@ def gae_deltas(rewards, values, Nv, last, dones, has_mask, gamma, N, out):
         out[i] = rewards[i] + gamma[r] * k * vn - np.float64(values[r * Nv + t])
 
 
-@kernel(_sigs("void({T}[::1], {T}[::1], int64, int64, {T}[::1])"))
-def gae_returns(adv, values, Nv, N, out):
+@kernel(_sigs("void({T}[::1], {T}[::1], int64, int64, float64, {T}[::1], int32[::1])"))
+def gae_returns(adv, values, Nv, N, lim, out, flag):
     """out[r, t] = adv[r, t] + V[r, t]; one thread per entry, in the dtype of
-    the data (one rounding, as the CPU's float64 sum cast to float32)."""
+    the data (one rounding, as the CPU's float64 sum cast to float32);
+    flag[0] = 1 if a value written is not finite."""
+    ok = True
     for i in range(cuda.grid(1), adv.shape[0], cuda.gridsize(1)):
         r = i // N
         t = i - r * N
-        out[i] = adv[i] + values[r * Nv + t]
+        v = adv[i] + values[r * Nv + t]
+        out[i] = v
+        if not (abs(np.float64(v)) < lim):
+            ok = False
+    if not ok:
+        flag[0] = 1
 
 
 _COPY = [f"void({s}[{dims}], {d}[::1])" for s in ("float32", "float64", "uint8", "bool")
@@ -492,16 +506,22 @@ def _mask_args(dones):
     return dones, 1
 
 
+def _new_flag():
+    return cuda.to_device(np.zeros(1, dtype=np.int32))
+
+
 def run_scan(x, gamma, dones, reverse, B, N, out):
-    """out = the scan of every row of x; returns the values at the tiles'
-    last scan positions as a host (B, nc) float64 array."""
+    """out = the scan of every row of x; returns a count that is 0 iff every
+    value of out is finite (the kernels' flag, read back)."""
     d, has_mask = _mask_args(dones)
     g = cuda.to_device(np.ascontiguousarray(gamma, dtype=np.float64))
     rev = int(bool(reverse))
+    lim = overflow_limit(out.dtype)
+    flag = _new_flag()
     nc, L = layout(B, N)
     if N <= int(_config.CUDA_SCAN_ROW_MAX_N):
         tpb = _row_tpb()
-        scan_rows[_grid(B, tpb), tpb](x, g, d, has_mask, rev, N, out)
+        scan_rows[_grid(B, tpb), tpb](x, g, d, has_mask, rev, N, lim, out, flag)
     else:
         n, items, L = _block()
         shmem = 8 * (2 * (L + L // items) + 2 * n)
@@ -512,11 +532,9 @@ def run_scan(x, gamma, dones, reverse, B, N, out):
         grid = max(1, min(tiles, 65535))
         chunk_aggregates[grid, n, 0, shmem](x, g, d, has_mask, rev, N, L, items, agg_a, agg_s)
         chunk_carries[max(1, min(B, 65535)), n, 0, 16 * n](agg_a, agg_s, nc, carry)
-        scan_chunks[grid, n, 0, shmem](x, g, d, has_mask, rev, N, L, items, carry, out)
-    ends = cuda.device_array(B * nc, dtype=np.float64)
-    tpb = _row_tpb()
-    segment_ends[_grid(B * nc, tpb), tpb](out, N, L, rev, ends)
-    return ends.copy_to_host().reshape(B, nc)
+        scan_chunks[grid, n, 0, shmem](x, g, d, has_mask, rev, N, L, items, carry, lim, out,
+                                       flag)
+    return int(flag.copy_to_host()[0])
 
 
 def count_nonfinite(x):
@@ -554,8 +572,13 @@ def run_gae_deltas(rewards, values, Nv, last, dones, gamma, B, N, dtype):
 
 
 def run_gae_returns(adv, values, Nv, B, N, out):
+    """out = adv + values (the returns); returns a count that is 0 iff every
+    value of out is finite (the kernel's flag, read back)."""
+    flag = _new_flag()
     tpb = _row_tpb()
-    gae_returns[_grid(B * N, tpb), tpb](adv, values, Nv, N, out)
+    gae_returns[_grid(B * N, tpb), tpb](adv, values, Nv, N, overflow_limit(out.dtype), out,
+                                        flag)
+    return int(flag.copy_to_host()[0])
 
 
 def from_host(arr):
