@@ -35,13 +35,10 @@ References
    Unified Framework for Implicit Sinkhorn Differentiation", CVPR 2022,
    Thm. 5.
 """
-import numba
 import numpy as np
 
 from . import _checks
-from ._config import IMPLICIT_CG_BLOCK, IMPLICIT_CHUNKS
-from ._dispatch import (as_device_array, device_of, like_input, require_cuda,
-                        threads_at_most)
+from ._dispatch import as_device_array, device_of, like_input, require_cuda
 
 __all__ = ["sinkhorn_operator", "sinkhorn_operator_backward"]
 
@@ -94,20 +91,11 @@ def _device_batch(x, name):
     return x.reshape(B, n, n)
 
 
-def _count_invalid(k, x3, nonneg, on_device):
-    """(non-finite entries, negative entries) of x3: one counting pass on
-    the device holding it (on a GPU only two integers are copied back)."""
-    if x3.size == 0:
-        return 0, 0
-    if on_device:
-        return k.count_invalid(x3.reshape(x3.size), nonneg)
-    cnt = np.zeros(2, dtype=np.int64)
-    k.count_invalid(x3.reshape(-1), nonneg, cnt)
-    return int(cnt[0]), int(cnt[1])
-
-
-def _check_values(k, x3, name, nonneg, on_device):
-    bad, neg = _count_invalid(k, x3, nonneg, on_device)
+def _check_values(k, x3, name, nonneg):
+    """Raise for NaN/inf entries of x3 (or negative ones with ``nonneg``):
+    one counting pass on the device holding it (``k.count_invalid``; on a
+    GPU only two integers are copied back)."""
+    bad, neg = k.count_invalid(x3, nonneg)
     _checks.check_value_counts(bad, neg, name)
 
 
@@ -118,10 +106,10 @@ _UNROLLED_OVERFLOW = ("the unrolled gradient overflows (NaN or inf entries altho
                       "and grad_R are finite): rescale grad_R")
 
 
-def _check_result(k, out3, on_device, what):
+def _check_result(k, out3, what):
     """Raise instead of returning a gradient with NaN/inf entries (finite
     inputs whose products overflow): one counting pass over the output."""
-    if _count_invalid(k, out3, False, on_device)[0]:
+    if k.count_invalid(out3, False)[0]:
         raise ValueError(what)
 
 
@@ -136,11 +124,12 @@ def sinkhorn_operator(X, n_iter=20, tol=None, return_n_iter=False):
     Cuturi 2013 [3]_).  After every iteration
     the column sums of R are 1 (up to rounding); the row sums converge to 1.
     The potentials f, g are kept in the log domain (float64), so any finite X
-    with entries below ~1e307 in magnitude (e.g. |X| ~ 1e4, a low
-    temperature) is safe: nothing overflows, and R agrees with the plain
-    logsumexp iteration to the rounding of X (about |X| * 1e-15).  (Entries
-    whose differences overflow float64, |X| near its limit 1.8e308, give
-    NaN.)
+    (e.g. |X| ~ 1e4, a low temperature) is safe: nothing overflows, and R
+    agrees with the plain logsumexp iteration to the rounding of X (about
+    |X| * 1e-15 where |X| is the spread within a row or column).  A row or
+    column at a large constant c (|c| ~ 1e12 ... 1e15) is cancelled by its
+    potential and R's sums lose about |c| * 1e-16 (a known limit); entries
+    whose differences exceed the float64 range give NaN.
 
     Parameters
     ----------
@@ -180,7 +169,8 @@ def sinkhorn_operator(X, n_iter=20, tol=None, return_n_iter=False):
         tol not a real number.
     ValueError
         X with fewer than 2 dimensions, non-square last two dimensions or
-        n = 0; X containing NaN or inf; n_iter < 1; tol negative or not finite.
+        n = 0; X containing NaN or inf; n_iter < 1 or > 2**62 (an int64
+        count); tol negative or not finite.
     CudaUnavailableError
         Device input but no usable GPU / numba-cuda.
 
@@ -235,31 +225,17 @@ def sinkhorn_operator(X, n_iter=20, tol=None, return_n_iter=False):
     n_iter = _checks.check_positive_int(n_iter, "n_iter")
     tol_v = _checks.check_optional_tol(tol, "tol")
     shape = tuple(X.shape)
-    n = shape[-1]
     if dev == "cuda":
         k = _cuda()
-        Xd = as_device_array(X)
-        X3 = _device_batch(Xd, "X")
-        _check_values(k, X3, "X", False, True)
-        R3, iters = k.operator_forward(X3, n_iter, tol_v)
-        R = like_input(R3.reshape(*shape), X)
-        if return_n_iter:
-            return R, like_input(iters.reshape(shape[:-2]), X)
-        return R
-    k = _cpu()
-    dtype = _float_dtype(X)
-    X3 = _host_batch(X, dtype)
-    _check_values(k, X3, "X", False, False)
-    B = X3.shape[0]
-    R3 = np.empty((B, n, n), dtype=dtype)
-    iters = np.zeros(B, dtype=np.int64)
-    if B:
-        lanes = k.lanes_for(n, B)
-        with threads_at_most(-(-B // lanes)):
-            k.operator_forward(X3, n_iter, tol_v, lanes, R3, iters)
-    R = R3.reshape(shape)
+        X3 = _device_batch(as_device_array(X), "X")
+    else:
+        k = _cpu()
+        X3 = _host_batch(X, _float_dtype(X))
+    _check_values(k, X3, "X", False)
+    R3, iters = k.operator_forward(X3, n_iter, tol_v)
+    R = _shaped(R3, shape, X, dev)
     if return_n_iter:
-        return R, iters.reshape(shape[:-2])
+        return R, _shaped(iters, shape[:-2], X, dev)
     return R
 
 
@@ -344,9 +320,11 @@ def sinkhorn_operator_backward(R, grad_R, method="implicit", *, X=None, n_iter=2
         square in their last two; grad_R's (or X's) shape different from
         R's; NaN or inf in R, grad_R or X; negative entries in R; X missing
         for 'unrolled'; n_iter < 1; tol < 0; cg_tol <= 0; max_cg_iter < 1;
+        n_iter or max_cg_iter > 2**62 (an int64 count);
         finite R and grad_R whose product overflows float64 (row or column
-        sums of grad_R * R, or the solution, not finite; for 'unrolled',
-        the gradient not finite).  On the CPU the
+        sums of grad_R * R, the solution, G - u - v or, on the CPU, the
+        gradient in its dtype not finite, e.g. |grad_R| ~ 1e308; for
+        'unrolled', the gradient not finite).  On the CPU the
         implicit methods check the values inside their own read pass and
         raise after it (the output is discarded); inputs are never changed.
     CudaUnavailableError
@@ -360,7 +338,13 @@ def sinkhorn_operator_backward(R, grad_R, method="implicit", *, X=None, n_iter=2
     of 1 and terminates in at most n - 1 iterations in exact arithmetic,
     with condition number <= 1 / (1 - sigma_2(R)^2) for ``'implicit'``:
     close to a permutation matrix (low temperature) it needs more iterations
-    (raise ``max_cg_iter``) and the gradient becomes large.  For an R far
+    (raise ``max_cg_iter``) and the gradient becomes large.  The gradient is
+    linear in grad_R: a matrix whose sums of grad_R * R leave
+    [2^-256, 2^256] (on the CPU 2^-64 .. 2^64 for a float32 result;
+    ``_config.IMPLICIT_CG_SCALE_BAND``) runs the CG on its right-hand side
+    scaled by a power of two, exactly, so any scale of grad_R (1e-300 ...
+    1e300) gives the right gradient (the CG's squared norms would underflow
+    below |grad_R| ~ 1e-154 and overflow above 1e154).  For an R far
     from doubly stochastic, ``'implicit'`` is the gradient of nothing in
     particular (a large ``info['residual']`` shows it): use
     ``'implicit_corrected'`` or ``'unrolled'``.  Computation is in float64
@@ -407,8 +391,8 @@ def sinkhorn_operator_backward(R, grad_R, method="implicit", *, X=None, n_iter=2
         if len(shape) != 3:
             R = R.reshape(-1, n, n)
             grad_R = grad_R.reshape(-1, n, n)
-        return _implicit_cpu(R, grad_R, method == "implicit_corrected", n, cg_tol, shape,
-                             return_info)
+        return _implicit(_cpu(), R, grad_R, method == "implicit_corrected", n, cg_tol, shape,
+                         return_info)
     dev = device_of(R=R, grad_R=grad_R, X=X)
     on_dev = dev == "cuda"
     method = _checks.check_method(method, _METHODS)
@@ -436,74 +420,63 @@ def sinkhorn_operator_backward(R, grad_R, method="implicit", *, X=None, n_iter=2
         max_cg_iter = n if max_cg_iter is None else _checks.check_positive_int(
             max_cg_iter, "max_cg_iter")
     shape = tuple(G.shape)
-    n = shape[-1]
     corrected = method == "implicit_corrected"
 
+    if method != "unrolled":
+        if on_dev:
+            k = _cuda()
+            R3 = _device_batch(as_device_array(R), "R")
+            G3 = _device_batch(as_device_array(G), "grad_R")
+        else:
+            k = _cpu()
+            dtype = _float_dtype(R, G)
+            R3 = _host_batch(R, dtype)
+            G3 = _host_batch(G, dtype)
+        return _implicit(k, R3, G3, corrected, max_cg_iter, cg_tol, shape, return_info,
+                         dev, G)
     if on_dev:
         k = _cuda()
+        X3 = _device_batch(as_device_array(X), "X")
         G3 = _device_batch(as_device_array(G), "grad_R")
-        _check_values(k, G3, "grad_R", False, True)
-        if method == "unrolled":
-            X3 = _device_batch(as_device_array(X), "X")
-            _check_values(k, X3, "X", False, True)
-            dX3, iters = k.unrolled_backward(X3, G3, n_iter, tol_v)
-            info = {"n_iters": iters}
-            _check_result(k, dX3, True, _UNROLLED_OVERFLOW)
-        else:
-            R3 = _device_batch(as_device_array(R), "R")
-            _check_values(k, R3, "R", True, True)
-            dX3, iters, relres = k.implicit_backward(R3, G3, corrected, max_cg_iter, cg_tol)
-            info = {"cg_iters": iters, "residual": relres}
-            _check_result(k, dX3, True, _OVERFLOW)
-        out = like_input(dX3.reshape(*shape), G)
-        if return_info:
-            return out, {key: like_input(v.reshape(shape[:-2]), G) for key, v in info.items()}
-        return out
-
-    if method != "unrolled":
-        dtype = _float_dtype(R, G)
-        return _implicit_cpu(_host_batch(R, dtype), _host_batch(G, dtype), corrected,
-                             max_cg_iter, cg_tol, shape, return_info)
-    k = _cpu()
-    dtype = _float_dtype(G, X)
-    X3 = _host_batch(X, dtype)
-    G3 = _host_batch(G, dtype)
-    _check_values(k, X3, "X", False, False)
-    _check_values(k, G3, "grad_R", False, False)
-    B = G3.shape[0]
-    dX3 = np.empty((B, n, n), dtype=dtype)
-    iters = np.zeros(B, dtype=np.int64)
-    if B:
-        lanes = k.lanes_for(n, B)
-        with threads_at_most(-(-B // lanes)):
-            k.unrolled_backward(X3, G3, n_iter, tol_v, lanes, dX3, iters)
-    _check_result(k, dX3, False, _UNROLLED_OVERFLOW)
-    out = dX3.reshape(shape)
+    else:
+        k = _cpu()
+        dtype = _float_dtype(G, X)
+        X3 = _host_batch(X, dtype)
+        G3 = _host_batch(G, dtype)
+    _check_values(k, X3, "X", False)
+    _check_values(k, G3, "grad_R", False)
+    dX3, iters = k.unrolled_backward(X3, G3, n_iter, tol_v)
+    _check_result(k, dX3, _UNROLLED_OVERFLOW)
+    out = _shaped(dX3, shape, G, dev)
     if return_info:
-        return out, {"n_iters": iters.reshape(shape[:-2])}
+        return out, {"n_iters": _shaped(iters, shape[:-2], G, dev)}
     return out
 
 
-def _implicit_cpu(R3, G3, corrected, max_cg_iter, cg_tol, shape, return_info):
-    """The implicit backward on the CPU kernel: R3, G3 (B, n, n) C-contiguous,
-    one float dtype; the result has ``shape`` and that dtype.  The values are
-    checked inside the kernel's read pass (see ``cpu._implicit_cg.any_nonfinite``,
-    ``any_negative``); only a suspect result pays the exact counts, which
-    raise the usual messages (else the overflow one)."""
-    k = _cpu()
-    n = R3.shape[-1]
-    dX3 = np.empty_like(R3)
-    B = R3.shape[0]
-    with threads_at_most(-(-B // k.item_lanes(n, B))):
-        iters, relres, n_nonfinite, n_negative = k.implicit_backward(
-            R3, G3, corrected, max_cg_iter, cg_tol, k.lanes_for(n, B), IMPLICIT_CG_BLOCK,
-            IMPLICIT_CHUNKS * numba.get_num_threads(), dX3)
+def _shaped(x3, shape, like, dev):
+    """A launcher's output x3 in the caller's ``shape`` (a device array of
+    ``like``'s kind for device input)."""
+    if dev == "cuda":
+        return like_input(x3.reshape(*shape) if shape else x3.reshape(()), like)
+    return x3 if x3.shape == shape else x3.reshape(shape)
+
+
+def _implicit(k, R3, G3, corrected, max_cg_iter, cg_tol, shape, return_info, dev="cpu",
+              like=None):
+    """The implicit backward on backend ``k``: R3, G3 (B, n, n) C-contiguous,
+    one float dtype; the result has ``shape`` and that dtype.  The launcher
+    checks the values itself (on the CPU inside the kernel's read pass: see
+    ``cpu._implicit_cg.any_nonfinite``, ``any_negative``); only a suspect
+    result pays the exact counts, which raise the usual messages (else the
+    overflow one)."""
+    dX3, iters, relres, n_nonfinite, n_negative = k.implicit_backward(
+        R3, G3, corrected, max_cg_iter, cg_tol)
     if n_nonfinite or n_negative:
-        _check_values(k, R3, "R", True, False)
-        _check_values(k, G3, "grad_R", False, False)
+        _check_values(k, R3, "R", True)
+        _check_values(k, G3, "grad_R", False)
         raise ValueError(_OVERFLOW)
-    out = dX3 if dX3.shape == shape else dX3.reshape(shape)
+    out = dX3 if dX3.shape == shape and dev == "cpu" else _shaped(dX3, shape, like, dev)
     if return_info:
-        return out, {"cg_iters": iters.reshape(shape[:-2]),
-                     "residual": relres.reshape(shape[:-2])}
+        return out, {"cg_iters": _shaped(iters, shape[:-2], like, dev),
+                     "residual": _shaped(relres, shape[:-2], like, dev)}
     return out

@@ -16,6 +16,7 @@ _PAR = dict(JIT_OPTIONS, parallel=True)
 _SER = dict(JIT_OPTIONS)
 
 
+
 # --------------------------------------------------------------------------
 # implicit backward (conjugate gradient)
 # --------------------------------------------------------------------------
@@ -69,6 +70,36 @@ def any_nonfinite(Zf, start, stop):
         x = Zs[k]
         nf += not (x - x == 0.0)
     return 1 if nf > 0 else 0
+
+
+@njit(inline="always", **_SER)
+def any_out_of_band(Zf, start, stop, band):
+    """1 if Zf[start:stop] holds an entry of magnitude above ``band`` or
+    below 1 / band but not 0 (a matrix whose CG needs a scaled rhs: see
+    ``cg_scale``, and whose dX may overflow), else 0.  One flat vectorised
+    loop, as ``any_nonfinite`` (NaN compares false: not counted here)."""
+    lo = 1.0 / band
+    Zs = Zf[start:stop]
+    ob = 0
+    for k in range(Zs.shape[0]):
+        a = abs(Zs[k])
+        ob += (a > band) | ((a < lo) & (a > 0.0))
+    return 1 if ob > 0 else 0
+
+
+@njit(inline="always", **_SER)
+def cg_scale(m, band):
+    """(s, 1 / s) for the largest magnitude m of a matrix's marginals of
+    G*R: (1, 1) inside [1 / band, band] (or m = 0, NaN, inf), else the power
+    of two s with m s in [0.5, 1) (exponent clamped to +-1022, so that s and
+    1 / s are finite).  The implicit backward is linear in G: the CG runs
+    on s * rhs, whose squared norms then neither underflow nor overflow, and
+    the solution is multiplied by 1 / s; both products are exact (powers of
+    two) unless they leave float64's normal range."""
+    if not ((m > band) or ((m < 1.0 / band) and (m > 0.0))) or m == np.inf:
+        return 1.0, 1.0
+    e = max(-1022, min(1022, math.frexp(m)[1]))
+    return math.ldexp(1.0, -e), math.ldexp(1.0, e)
 
 
 @njit(inline="always", **_SER)
@@ -170,7 +201,7 @@ def _cg_lanes(W, rinv, cvec, rhs, x, res, p, Ap, q, max_iter, cg_tol,
 
 
 @njit(**_PAR)
-def implicit_lanes(R, G, corrected, max_iter, cg_tol, lanes, dX):
+def implicit_lanes(R, G, corrected, max_iter, cg_tol, band, lanes, dX):
     """``implicit_backward`` for n > max(IMPLICIT_UNROLL_SIZES): ``_cg_lanes``
     on work items of ``lanes`` matrices."""
     L = lanes
@@ -257,8 +288,29 @@ def implicit_lanes(R, G, corrected, max_iter, cg_tol, lanes, dX):
             for j in range(n):
                 for c in range(L):
                     rhs[j, c] -= W[i, j, c] * (rinv[i, c] * sr[i, c])
+        # the CG on a rhs scaled by a power of two in the lanes whose
+        # marginals leave the band (``cg_scale``)
+        ob = (any_out_of_band(sr.reshape(-1), 0, n * L, band)
+              + any_out_of_band(sc.reshape(-1), 0, n * L, band))
+        if ob:
+            for c in range(L):
+                m = 0.0
+                for i in range(n):
+                    m = max(m, abs(sr[i, c]), abs(sc[i, c]))
+                scale = cg_scale(m, band)[0]
+                for j in range(n):
+                    rhs[j, c] *= scale
         _cg_lanes(W, rinv, cvec, rhs, v, res, p, Ap, q, max_iter, cg_tol,
                   rs, thr, pAp, active, its, rr, tmp)
+        if ob:
+            # the solution scaled back (1 / s again from the marginals)
+            for c in range(L):
+                m = 0.0
+                for i in range(n):
+                    m = max(m, abs(sr[i, c]), abs(sc[i, c]))
+                inv_s = cg_scale(m, band)[1]
+                for j in range(n):
+                    v[j, c] *= inv_s
         # u = diag(rinv) (s_r - R v), kept in q
         for i in range(n):
             for c in range(L):
@@ -270,8 +322,6 @@ def implicit_lanes(R, G, corrected, max_iter, cg_tol, lanes, dX):
                 q[i, c] = rinv[i, c] * (sr[i, c] - tmp[c])
         nf += (any_nonfinite(q.reshape(-1), 0, n * L)
                + any_nonfinite(v.reshape(-1), 0, n * L))
-        n_nf += nf
-        n_neg += ng
         for c in range(nl):
             iters[b0 + c] = its[c]
             relres[b0 + c] = rr[c]
@@ -283,4 +333,8 @@ def implicit_lanes(R, G, corrected, max_iter, cg_tol, lanes, dX):
                 ui = q[i, c]
                 for j in range(n):
                     dX[b, i, j] = (np.float64(G[b, i, j]) - ui - t1[j]) * np.float64(R[b, i, j])
+        if ob:   # large marginals: dX itself may overflow (also in its dtype)
+            nf += any_nonfinite(dX.reshape(-1), b0 * n * n, (b0 + nl) * n * n)
+        n_nf += nf
+        n_neg += ng
     return iters, relres, n_nf, n_neg

@@ -29,7 +29,7 @@ import numpy as np
 from numba import njit, prange
 
 from .._config import IMPLICIT_CG_BLOCK_BYTES, IMPLICIT_UNROLL_SIZES, JIT_OPTIONS
-from ._implicit_cg import any_negative, any_nonfinite
+from ._implicit_cg import any_negative, any_nonfinite, cg_scale
 from ._implicit_codegen import LANES as _UL
 from ._implicit_codegen import STRIDE as _US
 from ._implicit_codegen import generated_source
@@ -84,7 +84,7 @@ def _compile_generated():
 _GENERATED_SOURCE = _compile_generated()
 
 
-def _backward_item_unrolled(R, G, Rf, Gf, corrected, max_iter, cg_tol, b0, nl, block, Z,
+def _backward_item_unrolled(R, G, Rf, Gf, corrected, max_iter, cg_tol, band, b0, nl, block, Z,
                             t1, t2, dX, dXf, iters, relres):
     """The implicit backward of matrices b0 .. b0 + nl - 1 on the _UL lanes of
     one work item (lanes nl .. _UL-1 repeat the last matrix; their results
@@ -161,6 +161,25 @@ def _backward_item_unrolled(R, G, Rf, Gf, corrected, max_iter, cg_tol, b0, nl, b
     # projected CG from v0 = 0: res = p = rhs - mean(rhs)
     inv_n = 1.0 / n
     _cg_init(N, Z, n, inv_n, cg_tol)
+    # a lane whose ||rhs|| left [1 / band, band] (0 included: its square
+    # underflowed; inf: it overflowed) may need its CG on a scaled rhs
+    r_bn = (o + 10 * N + 4) * _US
+    ob = 0
+    for c in range(L):
+        bnc = Z[r_bn + c]
+        ob += (bnc > band) | (bnc < 1.0 / band)
+    if ob:
+        # then every lane whose marginals leave the band runs the CG on its
+        # rhs (in the u rows) scaled by a power of two (``cg_scale``; the
+        # others by 1: their start is recomputed unchanged)
+        for c in range(L):
+            m = 0.0
+            for k in range(2 * N):
+                m = max(m, abs(Z[r_sr + k * _US + c]))
+            scale = cg_scale(m, band)[0]
+            for j in range(N):
+                Z[r_u + j * _US + c] *= scale
+        _cg_init(N, Z, n, inv_n, cg_tol)
     # lanes per CG block: ``block``, doubled while the block's W stays
     # within _CG_BLOCK_BYTES (N = 4: all 64 lanes at once)
     blk = block
@@ -168,6 +187,15 @@ def _backward_item_unrolled(R, G, Rf, Gf, corrected, max_iter, cg_tol, b0, nl, b
         blk *= 2
     for cb in range(0, L, blk):
         _cg(N, Z[cb:], blk, n, inv_n, max_iter)
+    if ob:
+        # the solution v scaled back
+        for c in range(L):
+            m = 0.0
+            for k in range(2 * N):
+                m = max(m, abs(Z[r_sr + k * _US + c]))
+            inv_s = cg_scale(m, band)[1]
+            for j in range(N):
+                Z[r_v + j * _US + c] *= inv_s
     _u(N, Z)
     nf += any_nonfinite(Z, r_u, r_u + N * _US) + any_nonfinite(Z, r_v, r_v + N * _US)
     it_out = iters[b0:b0 + nl]
@@ -183,6 +211,8 @@ def _backward_item_unrolled(R, G, Rf, Gf, corrected, max_iter, cg_tol, b0, nl, b
     # dX = (G - u 1^T - 1 v^T) * R, matrix by matrix in memory order
     if n == N and N <= _WRITTEN_OUT_MAX:
         _dx(N, Rf, Gf, dXf, b0, nl, Z)
+        if ob:   # large marginals: dX itself may overflow (also in its dtype)
+            nf += any_nonfinite(dXf, b0 * n * n, (b0 + nl) * n * n)
         return nf, neg
     for c in range(nl):
         b = b0 + c
@@ -192,10 +222,12 @@ def _backward_item_unrolled(R, G, Rf, Gf, corrected, max_iter, cg_tol, b0, nl, b
             ui = Z[r_u + i * _US + c]
             for j in range(n):
                 dX[b, i, j] = (np.float64(G[b, i, j]) - ui - t1[j]) * np.float64(R[b, i, j])
+    if ob:
+        nf += any_nonfinite(dXf, b0 * n * n, (b0 + nl) * n * n)
     return nf, neg
 
 
-def _implicit_unrolled(R, G, corrected, max_iter, cg_tol, block, chunks, dX):
+def _implicit_unrolled(R, G, corrected, max_iter, cg_tol, band, block, chunks, dX):
     """``implicit_backward`` for n <= N, N in IMPLICIT_UNROLL_SIZES (the
     padded size): work items of _UL matrices on ``chunks`` workspaces.  A
     template: ``_compile_for_size(N)`` compiles it with the size-N kernels
@@ -234,7 +266,7 @@ def _implicit_unrolled(R, G, corrected, max_iter, cg_tol, block, chunks, dX):
         for t in range(th, n_items, n_chunks):
             b0 = t * _UL
             nf, ng = _backward_item_unrolled(R, G, Rf, Gf, corrected, max_iter, cg_tol,
-                                             b0, min(_UL, B - b0), block, Z, t1, t2,
+                                             band, b0, min(_UL, B - b0), block, Z, t1, t2,
                                              dX, dXf, iters, relres)
             n_nf += nf
             n_neg += ng

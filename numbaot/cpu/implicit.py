@@ -1,7 +1,11 @@
 """CPU kernels of the Sinkhorn operator on batches of small n x n matrices and
-of its backward passes: the launchers, mirrored by name in
-``numbaot/cuda/implicit.py`` (``operator_forward``, ``unrolled_backward``,
-``implicit_backward``, ``count_invalid``, ``lanes_for``, ``item_lanes``).
+of its backward passes, behind the launchers (``LAUNCHERS``:
+``count_invalid``, ``operator_forward``, ``implicit_backward``,
+``unrolled_backward``) whose names, signatures and returns are those of
+``numbaot/cuda/implicit.py``.  The launchers allocate their outputs, choose
+the lane count (``lanes_for``, ``item_lanes``: a CPU-internal choice from
+``_config``) and run each parallel kernel on no more threads than it has
+work items (``_dispatch.threads_at_most``).
 
 Where the kernels live
 ----------------------
@@ -31,18 +35,23 @@ Conventions shared by every kernel
 * Log-domain scalings: R = exp(X + f 1^T + 1 g^T), iterated log-stabilised
   (``_implicit_forward``).
 """
+import numba
 import numpy as np
 from numba import njit, prange
 
-from .._config import (IMPLICIT_LANES, IMPLICIT_LANES_LARGE, IMPLICIT_LANES_MAX_N,
-                       IMPLICIT_LANES_MIN, JIT_OPTIONS)
+from .._config import (IMPLICIT_CG_BLOCK, IMPLICIT_CG_SCALE_BAND, IMPLICIT_CG_SCALE_BAND_F32,
+                       IMPLICIT_CHUNKS, IMPLICIT_LANES,
+                       IMPLICIT_LANES_LARGE, IMPLICIT_LANES_MAX_N, IMPLICIT_LANES_MIN,
+                       JIT_OPTIONS)
+from .._dispatch import threads_at_most
 from ._implicit_cg import implicit_lanes
 from ._implicit_codegen import LANES
-from ._implicit_forward import operator_forward, unrolled_backward
+from ._implicit_forward import operator_forward as forward_kernel
+from ._implicit_forward import unrolled_backward as unrolled_kernel
 from ._implicit_unrolled import PADDED, UNROLL_MAX, UNROLLED_KERNELS
 
-__all__ = ["lanes_for", "item_lanes", "count_invalid", "operator_forward", "implicit_backward",
-           "unrolled_backward"]
+__all__ = ["LAUNCHERS", "lanes_for", "item_lanes", "count_invalid", "operator_forward",
+           "implicit_backward", "unrolled_backward"]
 
 _PAR = dict(JIT_OPTIONS, parallel=True)
 
@@ -68,7 +77,7 @@ def lanes_for(n, B=None):
 # input checks (one read pass, no temporary)
 # --------------------------------------------------------------------------
 @njit(**_PAR)
-def count_invalid(x, nonneg, out):
+def count_invalid_kernel(x, nonneg, out):
     """out[0] = number of non-finite entries of the flat array ``x``;
     out[1] = number of negative entries (counted only when ``nonneg``).
     Unsigned indices and branch-free counts: the loop vectorises (memory
@@ -99,12 +108,43 @@ def count_invalid(x, nonneg, out):
 
 def item_lanes(n, B=None):
     """Matrices per work item of ``implicit_backward`` at size n for a batch
-    of B (the caller runs no more threads than there are work items, and
-    passes ``lanes_for(n, B)`` as ``lanes``)."""
+    of B (its kernel runs on no more threads than there are work items)."""
     return LANES if n <= UNROLL_MAX else lanes_for(n, B)
 
 
-def implicit_backward(R, G, corrected, max_iter, cg_tol, lanes, block, chunks, dX):
+# --------------------------------------------------------------------------
+# launchers (the contract of numbaot/cuda/implicit.py)
+# --------------------------------------------------------------------------
+def count_invalid(x, nonneg):
+    """(number of NaN/inf entries, number of negative entries if ``nonneg``
+    else 0) of the C-contiguous array x (any shape): one parallel counting
+    pass, no temporary."""
+    if x.size == 0:
+        return 0, 0
+    cnt = np.zeros(2, dtype=np.int64)
+    count_invalid_kernel(x.reshape(-1), nonneg, cnt)
+    return int(cnt[0]), int(cnt[1])
+
+
+def operator_forward(X, n_iter, tol):
+    """R[b] = S_K(X[b]) = exp(X + f 1^T + 1 g^T) after K Sinkhorn iterations,
+    K = n_iter, or fewer when tol >= 0 (tol < 0: never stop early; see
+    ``_implicit_forward._forward_lanes``).
+
+    X: (B, n, n) C-contiguous, float32 or float64, finite (checked by the
+    caller).  Returns (R, iters): R (B, n, n) of X's dtype, iters (B,) int64
+    the iteration count K of each matrix."""
+    B, n, _ = X.shape
+    R = np.empty((B, n, n), dtype=X.dtype)
+    iters = np.zeros(B, dtype=np.int64)
+    if B:
+        lanes = lanes_for(n, B)
+        with threads_at_most(-(-B // lanes)):
+            forward_kernel(X, n_iter, tol, lanes, R, iters)
+    return R, iters
+
+
+def implicit_backward(R, G, corrected, max_iter, cg_tol):
     """dX[b] = (G - u 1^T - 1 v^T) * R for every matrix of the batch, where
     (u, v) solves [[diag(r), R], [R^T, diag(c)]] [u; v] = [s_r; s_c] with
     s_r = (G*R) 1, s_c = (G*R)^T 1; r = c = 1 (``corrected`` False, the
@@ -118,28 +158,61 @@ def implicit_backward(R, G, corrected, max_iter, cg_tol, lanes, block, chunks, d
 
     n <= max(IMPLICIT_UNROLL_SIZES): the generated register-blocked kernels
     of the padded size N (``_implicit_unrolled_N``: work items of
-    IMPLICIT_UNROLL_LANES matrices, CG on blocks of at least ``block``
-    lanes, ``chunks`` workspaces; ``lanes`` is not used); larger n:
-    ``implicit_lanes``, ``_cg_lanes`` on work items of ``lanes``
-    matrices.  Either way each lane's arithmetic is that of its
-    matrix alone, so results do not depend on the thread count or the batch.
+    IMPLICIT_UNROLL_LANES matrices, CG on blocks of at least
+    IMPLICIT_CG_BLOCK lanes, IMPLICIT_CHUNKS workspaces per thread); larger
+    n: ``implicit_lanes``, ``_cg_lanes`` on work items of ``lanes_for(n, B)``
+    matrices.  Either way each lane's arithmetic is that of its matrix
+    alone, so results do not depend on the thread count or the batch.
 
     The values are checked in the same pass (``any_nonfinite``,
-    ``any_negative``): n_nonfinite counts the work items with a non-finite
-    marginal of G*R or solution entry (NaN/inf in R or G, or an overflow),
-    n_negative those with a negative entry of R; dX is meaningless unless
-    both are 0.
+    ``any_negative``), not before it.  A matrix whose marginals of G*R
+    (n <= 16: whose rhs norm) leave [1 / band, band] (band: ``_config.IMPLICIT_CG_SCALE_BAND``, or
+    ``IMPLICIT_CG_SCALE_BAND_F32`` for a float32 dX) runs its CG on the
+    right-hand side scaled by a power of two, the solution scaled back
+    (``_implicit_cg.cg_scale``: exact, so the gradient is right at any scale
+    of G), and its dX is checked for overflow (in dX's dtype).
 
-    R, G, dX: (B, n, n), C-contiguous, one dtype (dX is allocated by the
-    caller: NumPy asks for huge pages for large arrays, and the first touch
-    of a 128 MiB output costs 12 ms instead of 45 here).  Returns (iters,
-    relres, n_nonfinite, n_negative): iters (B,) int64 CG iterations, relres
-    (B,) float64 final relative residual (allocated here: fewer Python-level
-    steps per call, which matter for small batches).
+    R, G: (B, n, n), C-contiguous, one dtype.  Returns (dX, iters, relres,
+    n_nonfinite, n_negative): dX (B, n, n) of R's dtype (allocated here
+    with NumPy, which asks for huge pages for large arrays: the first touch
+    of a 128 MiB output costs 12 ms instead of 45); iters (B,) int64 CG
+    iterations; relres (B,) float64 final relative residual; n_nonfinite
+    counts the work items with a non-finite marginal of G*R or solution
+    entry (NaN/inf in R or G, or an overflow), n_negative those with a
+    negative entry of R: dX is meaningless unless both are 0 (the caller
+    then counts the entries of R and G to say which).
     """
-    n = R.shape[1]
-    if n <= UNROLL_MAX:
-        N = PADDED[n]
-        return UNROLLED_KERNELS[N](R, G, corrected, max_iter, cg_tol, block, chunks, dX)
-    return implicit_lanes(R, G, corrected, max_iter, cg_tol, lanes, dX)
+    B, n, _ = R.shape
+    dX = np.empty_like(R)
+    band = IMPLICIT_CG_SCALE_BAND_F32 if dX.dtype == np.float32 else IMPLICIT_CG_SCALE_BAND
+    with threads_at_most(-(-B // item_lanes(n, B))):
+        if n <= UNROLL_MAX:
+            iters, relres, n_nonfinite, n_negative = UNROLLED_KERNELS[PADDED[n]](
+                R, G, corrected, max_iter, cg_tol, band, IMPLICIT_CG_BLOCK,
+                IMPLICIT_CHUNKS * numba.get_num_threads(), dX)
+        else:
+            iters, relres, n_nonfinite, n_negative = implicit_lanes(
+                R, G, corrected, max_iter, cg_tol, band, lanes_for(n, B), dX)
+    return dX, iters, relres, n_nonfinite, n_negative
 
+
+def unrolled_backward(X, G, n_iter, tol):
+    """dX[b] = d<G[b], S_K(X[b])>/dX[b]: reverse mode through the K Sinkhorn
+    iterations of ``operator_forward`` (same n_iter and tol, so the same K;
+    see ``_implicit_forward.unrolled_backward``).
+
+    X, G: (B, n, n) C-contiguous, one dtype.  Returns (dX, iters): dX
+    (B, n, n) of X's dtype, iters (B,) int64 the K differentiated."""
+    B, n, _ = X.shape
+    dX = np.empty((B, n, n), dtype=X.dtype)
+    iters = np.zeros(B, dtype=np.int64)
+    if B:
+        lanes = lanes_for(n, B)
+        with threads_at_most(-(-B // lanes)):
+            unrolled_kernel(X, G, n_iter, tol, lanes, dX, iters)
+    return dX, iters
+
+
+#: The launcher contract shared with numbaot.cuda.implicit (same names,
+#: signatures and returns; tests/test_structure.py checks it).
+LAUNCHERS = ("count_invalid", "operator_forward", "implicit_backward", "unrolled_backward")

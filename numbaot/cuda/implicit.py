@@ -1,8 +1,10 @@
 """CUDA kernels of the Sinkhorn operator on batches of small n x n matrices and
 its backward passes, mirroring ``numbaot/cpu/implicit.py``.
 
-Host launchers (same names and meaning as the CPU kernels): ``count_invalid``,
-``operator_forward``, ``implicit_backward``, ``unrolled_backward``.
+Host launchers (``LAUNCHERS``: the names, signatures and returns of
+``numbaot/cpu/implicit.py``'s): ``count_invalid``, ``operator_forward``,
+``implicit_backward``, ``unrolled_backward``; they allocate their outputs as
+device arrays.
 
 Conventions (as on the CPU)
 ---------------------------
@@ -39,6 +41,7 @@ from .. import _config
 from ._registry import device, kernel
 
 __all__ = [
+    "LAUNCHERS",
     "count_invalid",
     "operator_forward",
     "implicit_backward",
@@ -84,6 +87,22 @@ def _wmax(x):
     x = max(x, cuda.shfl_xor_sync(_FULL, x, 2))
     x = max(x, cuda.shfl_xor_sync(_FULL, x, 1))
     return x
+
+
+#: the CG runs on a rhs scaled by a power of two when the marginals of G*R
+#: leave [1/_BAND, _BAND] (``_config.IMPLICIT_CG_SCALE_BAND``, as on the CPU)
+_BAND = float(_config.IMPLICIT_CG_SCALE_BAND)
+
+
+@device
+def _cg_scale(m):
+    """(s, 1 / s): 1 inside [1/_BAND, _BAND] (or m = 0, NaN, inf), else the
+    power of two with m s in [0.5, 1) (the CPU's ``cg_scale``): the CG runs
+    on s * rhs and the solution is multiplied by 1 / s, both exactly."""
+    if not ((m > _BAND) or ((m < 1.0 / _BAND) and (m > 0.0))) or m == math.inf:
+        return 1.0, 1.0
+    e = max(-1022, min(1022, math.frexp(m)[1]))
+    return math.ldexp(1.0, -e), math.ldexp(1.0, e)
 
 
 @device
@@ -309,12 +328,16 @@ def implicit_backward_thread(R, G, corrected, max_iter, cg_tol, S, dX, iters, re
         else:
             S[_RINV, i, b] = 1.0
             S[_CVEC, i, b] = 1.0
-    # rhs (in RES) = s_c - R^T (rinv * s_r)
+    # rhs (in RES) = s_c - R^T (rinv * s_r), scaled (``_cg_scale``)
+    m = 0.0
+    for i in range(n):
+        m = max(m, max(abs(S[_SR, i, b]), abs(S[_SC, i, b])))
+    scale, inv_scale = _cg_scale(m)
     for j in range(n):
         s = S[_SC, j, b]
         for i in range(n):
             s -= R[b, i, j] * (S[_RINV, i, b] * S[_SR, i, b])
-        S[_RES, j, b] = s
+        S[_RES, j, b] = s * scale
     _project_thread(S, _RES, b, n)
     rs = 0.0
     for i in range(n):
@@ -347,6 +370,8 @@ def implicit_backward_thread(R, G, corrected, max_iter, cg_tol, S, dX, iters, re
             S[_P, i, b] = S[_RES, i, b] + beta * S[_P, i, b]
     iters[b] = it
     relres[b] = math.sqrt(rs) / bnorm if bnorm > 0.0 else 0.0
+    for i in range(n):
+        S[_V, i, b] *= inv_scale
     for i in range(n):
         s = 0.0
         for j in range(n):
@@ -423,9 +448,10 @@ def implicit_backward_warp(R, G, corrected, max_iter, cg_tol, dX, iters, relres)
         rib = 1.0 if vb else 0.0
         ca = 1.0 if va else 0.0
         cb = 1.0 if vb else 0.0
-    # rhs = s_c - R^T (rinv * s_r), projected
-    resa = sca - _col_dot_warp(R, w, ia, va, ria * sra, rib * srb, n)
-    resb = scb - _col_dot_warp(R, w, ib, vb, ria * sra, rib * srb, n)
+    # rhs = s_c - R^T (rinv * s_r), scaled (``_cg_scale``), projected
+    scale, inv_scale = _cg_scale(_wmax(max(max(abs(sra), abs(srb)), max(abs(sca), abs(scb)))))
+    resa = (sca - _col_dot_warp(R, w, ia, va, ria * sra, rib * srb, n)) * scale
+    resb = (scb - _col_dot_warp(R, w, ib, vb, ria * sra, rib * srb, n)) * scale
     mean = _wsum(resa + resb) / n
     resa = resa - mean if va else 0.0
     resb = resb - mean if vb else 0.0
@@ -464,6 +490,8 @@ def implicit_backward_warp(R, G, corrected, max_iter, cg_tol, dX, iters, relres)
     if lane == 0:
         iters[w] = it
         relres[w] = math.sqrt(rs) / bnorm if bnorm > 0.0 else 0.0
+    xa *= inv_scale
+    xb *= inv_scale
     ua = ria * (sra - _row_dot_warp(R, w, ia, va, xa, xb, n))
     ub = rib * (srb - _row_dot_warp(R, w, ib, vb, xa, xb, n))
     for i in range(n):
@@ -527,7 +555,7 @@ def unrolled_backward_thread(X, G, n_iter, tol, F, Gh, V, D, dX, iters):
 
 
 # --------------------------------------------------------------------------
-# host launchers (the same names and meaning as in numbaot/cpu/implicit.py)
+# host launchers (the contract of numbaot/cpu/implicit.py)
 # --------------------------------------------------------------------------
 def _grid(n, tpb):
     return max(1, -(-n // tpb))
@@ -550,13 +578,14 @@ def _thread_launch(B):
 
 def count_invalid(x, nonneg):
     """(number of NaN/inf entries, number of negative entries if ``nonneg``
-    else 0) of the flat device array x; a device reduction, only the two
-    counts come back."""
+    else 0) of the C-contiguous device array x (any shape); a device
+    reduction, only the two counts come back."""
+    if x.size == 0:
+        return 0, 0
     res = cuda.to_device(np.zeros(2, dtype=np.int64))
-    if x.size:
-        tpb = int(_config.CUDA_THREADS)
-        grid = max(1, min(int(_config.CUDA_CHECK_MAX_BLOCKS), -(-x.size // tpb)))
-        count_invalid_kernel[grid, tpb](x, int(bool(nonneg)), res)
+    tpb = int(_config.CUDA_THREADS)
+    grid = max(1, min(int(_config.CUDA_CHECK_MAX_BLOCKS), -(-x.size // tpb)))
+    count_invalid_kernel[grid, tpb](x.reshape(x.size), int(bool(nonneg)), res)
     out = res.copy_to_host()
     return int(out[0]), int(out[1])
 
@@ -580,15 +609,23 @@ def operator_forward(X, n_iter, tol):
 
 
 def implicit_backward(R, G, corrected, max_iter, cg_tol):
-    """dX, iters, relres of the implicit backward (see the CPU kernel)."""
+    """dX, iters, relres, n_nonfinite, n_negative of the implicit backward
+    (see the CPU launcher): the values of R and G are counted on the device
+    first (the kernel is not run when they are invalid), then the result's
+    (a non-finite dX: an overflow); dX is meaningless unless both counts
+    are 0."""
     B, n, _ = R.shape
     dX = cuda.device_array((B, n, n), dtype=R.dtype)
     iters = cuda.device_array(B, dtype=np.int64)
     relres = cuda.device_array(B, dtype=np.float64)
     if B == 0:
-        return dX, iters, relres
+        return dX, iters, relres, 0, 0
     if G.dtype != R.dtype:
         raise TypeError(f"grad_R must have R's dtype on the GPU; got {G.dtype} and {R.dtype}")
+    bad_r, neg_r = count_invalid(R, True)
+    bad_g, _ = count_invalid(G, False)
+    if bad_r or bad_g or neg_r:
+        return dX, iters, relres, bad_r + bad_g, neg_r
     if use_warp(n):
         grid, block = _warp_launch(B)
         implicit_backward_warp[grid, block](R, G, int(bool(corrected)), int(max_iter),
@@ -598,7 +635,7 @@ def implicit_backward(R, G, corrected, max_iter, cg_tol):
         grid, block = _thread_launch(B)
         implicit_backward_thread[grid, block](R, G, int(bool(corrected)), int(max_iter),
                                               float(cg_tol), S, dX, iters, relres)
-    return dX, iters, relres
+    return dX, iters, relres, count_invalid(dX, False)[0], 0
 
 
 def unrolled_backward(X, G, n_iter, tol):
@@ -618,3 +655,8 @@ def unrolled_backward(X, G, n_iter, tol):
     grid, block = _thread_launch(B)
     unrolled_backward_thread[grid, block](X, G, n_iter, float(tol), F, Gh, V, D, dX, iters)
     return dX, iters
+
+
+#: The launcher contract shared with numbaot.cpu.implicit (same names,
+#: signatures and returns; tests/test_structure.py checks it).
+LAUNCHERS = ("count_invalid", "operator_forward", "implicit_backward", "unrolled_backward")

@@ -141,3 +141,21 @@ def test_device_2d_input_with_info(cuda, rng):
     assert dXd.shape == (4, 4) and info["cg_iters"].shape == ()
     np.testing.assert_allclose(dXd.copy_to_host(), dX, rtol=1e-9, atol=1e-12)
     assert int(info["cg_iters"].copy_to_host()) == int(info_c["cg_iters"])
+
+
+@pytest.mark.parametrize("n", [3, 6])
+def test_implicit_backward_extreme_scales_of_grad_R(n, cuda, rng):
+    # the backward is linear in grad_R: the CG runs on a rhs scaled by a
+    # power of two, so 1e-300 and 1e160 give the gradient of scale 1 times
+    # the scale (oracle: the dense solve); n = 3 one thread, n = 6 one warp
+    X = rng.uniform(0, 4, size=(3, n, n))
+    R = sinkhorn_operator(X, n_iter=300)
+    G1 = rng.normal(size=X.shape)
+    ref = np.stack([lstsq_grad(R[b], G1[b]) for b in range(3)])
+    Rd = cuda.to_device(R)
+    for scale in (1e-300, 1.0, 1e160):
+        dX, info = sinkhorn_operator_backward(Rd, cuda.to_device(G1 * scale),
+                                              return_info=True)
+        np.testing.assert_allclose(dX.copy_to_host() / scale, ref, rtol=0,
+                                   atol=1e-11 * np.abs(ref).max(), err_msg=str(scale))
+        assert np.all(info["cg_iters"].copy_to_host() > 0)
