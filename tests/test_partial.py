@@ -1,0 +1,395 @@
+"""numbaot.partial (entropic partial OT) against POT 0.9.7 (the oracle).
+
+The plans, ``log['err']``, ``log['partial_w_dist']``, the printed failure
+message and its iteration, the log-domain warning, the verbose table and the
+checks of ``m`` are compared with ``ot.partial`` on random problems; float32
+inputs are compared with POT run in float64 on the upcast data.
+"""
+import contextlib
+import io
+import warnings
+
+import numpy as np
+import pytest
+
+import numbaot
+from numbaot import partial as npar
+from numbaot._dispatch import num_threads
+
+from _helpers import F32, assert_raises_naming, make_problem, ot, up
+
+pytest.importorskip("ot.partial")
+
+EXP = (ot.partial.entropic_partial_wasserstein, npar.entropic_partial_wasserstein)
+LOG = (ot.partial.entropic_partial_wasserstein_logscale,
+       npar.entropic_partial_wasserstein_logscale)
+SOLVERS = {"exp": EXP, "log": LOG}
+
+#: float64: both sides run the same iteration; only rounding differs (POT
+#: accumulates its corrections q1, q2, q3 elementwise, numbaot keeps them as
+#: vectors), propagated through a contractive iteration.
+F64 = dict(rtol=1e-9, atol=1e-13)
+
+
+def _problem(n, m, seed=0, dtype=np.float64, mass_a=1.0, mass_b=1.3):
+    a, b, M = make_problem(n, m, seed)
+    return (a * mass_a).astype(dtype), (b * mass_b).astype(dtype), M.astype(dtype)
+
+
+def _run(fn, *args, **kw):
+    """(result, printed text, [non-RuntimeWarning messages])."""
+    out = io.StringIO()
+    with warnings.catch_warnings(record=True) as rec, contextlib.redirect_stdout(out), \
+            np.errstate(all="ignore"):
+        warnings.simplefilter("always")
+        res = fn(*args, **kw)
+    msgs = [str(w.message) for w in rec if not issubclass(w.category, RuntimeWarning)]
+    return res, out.getvalue(), msgs
+
+
+def _check_errs(got, ref, rtol):
+    """log['err'] entries above the noise floor agree; numbaot's iterate may
+    reach its fixed point (err exactly 0, which stops the default
+    stopThr=1e-100) a check earlier or later than POT's, so entries below the
+    floor are only required to be below it.  The floor: 1e-8 (float32: 1e-4)
+    of the first error, and at least 1e-11 (float32: 1e-5) absolute, the
+    rounding of a difference of two log-iterates of size |M| / reg ~ 20
+    summed over up to 70 x 33 entries (2.2e-16 * 20 * sqrt(2310) ~ 2e-13)."""
+    ref = np.asarray(ref, dtype=np.float64)
+    got = np.asarray(got, dtype=np.float64)
+    assert len(ref) >= 1 and len(got) >= 1
+    floor = max(1e-8 * ref[0], 1e-11) if rtol < 1e-5 else max(1e-4 * ref[0], 1e-5)
+    above = np.flatnonzero(ref > floor)
+    assert len(got) > above.max(initial=-1)
+    np.testing.assert_allclose(got[above], ref[above], rtol=rtol)
+    assert np.all(got[len(above):] <= 10 * floor)
+
+
+# ---------------------------------------------------------------------------
+# against POT on random problems
+# ---------------------------------------------------------------------------
+@pytest.mark.parametrize("kind", ["exp", "log"])
+@pytest.mark.parametrize("reg", [0.05, 0.5])
+@pytest.mark.parametrize("m_frac", [None, 0.3, 1.0])
+@pytest.mark.parametrize("shape", [(1, 7), (7, 1), (6, 9), (40, 25), (70, 33)])
+def test_matches_pot_float64(kind, reg, m_frac, shape):
+    a, b, M = _problem(*shape, seed=shape[0] + 3 * shape[1])
+    mm = None if m_frac is None else m_frac * min(a.sum(), b.sum())
+    pot, ours = SOLVERS[kind]
+    (ref, lref), _, _ = _run(pot, a, b, M, reg, m=mm, numItermax=300, log=True)
+    (got, lg), out, msgs = _run(ours, a, b, M, reg, m=mm, numItermax=300, log=True)
+    assert out == "" and msgs == []
+    assert type(got) is np.ndarray and got.dtype == np.float64 and got.shape == shape
+    np.testing.assert_allclose(got, ref, rtol=F64["rtol"], atol=F64["atol"] * ref.max())
+    assert list(lg) == list(lref) == ["err", "partial_w_dist"]
+    _check_errs(lg["err"], lref["err"], rtol=1e-7)
+    assert all(type(e) is np.float64 for e in lg["err"])
+    assert type(lg["partial_w_dist"]) is np.float64
+    np.testing.assert_allclose(lg["partial_w_dist"], lref["partial_w_dist"], rtol=1e-9)
+    # the last projection of an iteration is onto the total mass m
+    m_target = min(a.sum(), b.sum()) if mm is None else mm
+    assert abs(got.sum() - m_target) < 1e-9 * m_target
+
+
+@pytest.mark.parametrize("kind", ["exp", "log"])
+@pytest.mark.parametrize("shape", [(1, 5), (9, 14), (40, 25)])
+def test_float32_against_float64_oracle(kind, shape):
+    a, b, M = _problem(*shape, seed=7, dtype=np.float32)
+    mm = 0.5 * float(min(a.sum(), b.sum()))
+    pot, ours = SOLVERS[kind]
+    (ref, lref), _, _ = _run(pot, *up(a, b, M), 0.1, m=mm, numItermax=200, log=True)
+    (got, lg), _, _ = _run(ours, a, b, M, 0.1, m=mm, numItermax=200, log=True)
+    assert got.dtype == np.float32
+    np.testing.assert_allclose(got, ref, rtol=F32["rtol"], atol=F32["atol"] * ref.max())
+    assert all(type(e) is np.float32 for e in lg["err"])
+    assert type(lg["partial_w_dist"]) is np.float32
+    _check_errs(lg["err"], lref["err"], rtol=1e-3)
+
+
+@pytest.mark.parametrize("kind", ["exp", "log"])
+def test_wide_rows_and_many_chunks(kind):
+    """More columns than a column block (512) and more rows than a chunk."""
+    a, b, M = _problem(45, 700, seed=11)
+    pot, ours = SOLVERS[kind]
+    (ref, lref), _, _ = _run(pot, a, b, M, 0.05, m=0.6, numItermax=40, log=True)
+    (got, lg), _, _ = _run(ours, a, b, M, 0.05, m=0.6, numItermax=40, log=True)
+    np.testing.assert_allclose(got, ref, rtol=F64["rtol"], atol=F64["atol"] * ref.max())
+    _check_errs(lg["err"], lref["err"], rtol=1e-7)
+
+
+def test_method_dispatch_matches_logscale():
+    a, b, M = _problem(8, 6, seed=2)
+    g1 = npar.entropic_partial_wasserstein(a, b, M, 0.1, 0.4, method="SINKHORN_LOG",
+                                           numItermax=50)
+    g2 = npar.entropic_partial_wasserstein_logscale(a, b, M, 0.1, 0.4, numItermax=50)
+    np.testing.assert_array_equal(g1, g2)
+    g3 = npar.entropic_partial_wasserstein(a, b, M, 0.1, 0.4, method="Sinkhorn",
+                                           numItermax=50)
+    ref = ot.partial.entropic_partial_wasserstein(a, b, M, 0.1, 0.4, numItermax=50)
+    np.testing.assert_allclose(g3, ref, rtol=F64["rtol"], atol=F64["atol"] * ref.max())
+
+
+def test_pot_docstring_example_and_lists():
+    a, b, M = [.1, .2], [.1, .1], [[0., 1.], [2., 3.]]
+    for pot, ours in (EXP, LOG):
+        ref = pot(a, b, M, 1, 0.1)
+        got = ours(a, b, M, 1, 0.1)
+        np.testing.assert_allclose(got, ref, rtol=F64["rtol"], atol=1e-15)
+
+
+def test_empty_weights_mean_uniform():
+    _, _, M = _problem(5, 8, seed=4)
+    for pot, ours in (EXP, LOG):
+        ref = pot([], [], M, 0.2, m=0.5, numItermax=60)
+        got = ours([], [], M, 0.2, m=0.5, numItermax=60)
+        np.testing.assert_allclose(got, ref, rtol=F64["rtol"], atol=F64["atol"])
+
+
+def test_default_m_is_the_smaller_mass():
+    a, b, M = _problem(6, 7, seed=5, mass_a=0.7)
+    for pot, ours in (EXP, LOG):
+        ref = pot(a, b, M, 0.1, numItermax=100)
+        got = ours(a, b, M, 0.1, numItermax=100)
+        np.testing.assert_allclose(got, ref, rtol=F64["rtol"], atol=F64["atol"])
+        assert abs(got.sum() - 0.7) < 1e-9
+
+
+@pytest.mark.parametrize("kind", ["exp", "log"])
+def test_stopthr_at_least_one_runs_no_iteration(kind):
+    a, b, M = _problem(6, 4, seed=6)
+    pot, ours = SOLVERS[kind]
+    ref, lref = pot(a, b, M, 0.3, m=0.2, stopThr=1.0, log=True)
+    got, lg = ours(a, b, M, 0.3, m=0.2, stopThr=1.0, log=True)
+    assert lg["err"] == lref["err"] == []
+    np.testing.assert_allclose(got, ref, rtol=1e-12, atol=0)  # the scaled kernel itself
+
+
+@pytest.mark.parametrize("kind", ["exp", "log"])
+def test_stops_on_stopthr_like_pot(kind):
+    a, b, M = _problem(12, 10, seed=8)
+    pot, ours = SOLVERS[kind]
+    ref, lref = pot(a, b, M, 0.2, m=0.95, stopThr=1e-6, log=True)
+    got, lg = ours(a, b, M, 0.2, m=0.95, stopThr=1e-6, log=True)
+    assert len(lg["err"]) == len(lref["err"]) >= 3
+    np.testing.assert_allclose(lg["err"], lref["err"], rtol=1e-7)
+    np.testing.assert_allclose(got, ref, rtol=F64["rtol"], atol=F64["atol"])
+
+
+@pytest.mark.parametrize("numItermax", [0, 1, 10, 11, 25])
+def test_iteration_counts(numItermax):
+    a, b, M = _problem(9, 5, seed=9)
+    for pot, ours in (EXP, LOG):
+        ref, lref = pot(a, b, M, 0.1, m=0.9, numItermax=numItermax, log=True)
+        got, lg = ours(a, b, M, 0.1, m=0.9, numItermax=numItermax, log=True)
+        assert len(lg["err"]) == len(lref["err"])
+        np.testing.assert_allclose(got, ref, rtol=F64["rtol"], atol=F64["atol"])
+
+
+@pytest.mark.parametrize("kind", ["exp", "log"])
+def test_verbose_table_like_pot(kind):
+    a, b, M = _problem(6, 5, seed=10)
+    pot, ours = SOLVERS[kind]
+    _, ref_out, _ = _run(pot, a, b, M, 0.1, m=0.9, numItermax=25, verbose=True)
+    _, out, _ = _run(ours, a, b, M, 0.1, m=0.9, numItermax=25, verbose=True)
+    ref_lines, lines = ref_out.splitlines(), out.splitlines()
+    assert len(lines) == len(ref_lines) == 5
+    assert lines[:2] == ref_lines[:2] == ["It.  |Err         ", "-" * 11]
+    for got, ref in zip(lines[2:], ref_lines[2:]):
+        it, err, _ = got.split("|")
+        rit, rerr, _ = ref.split("|")
+        assert it == rit
+        if float(rerr) > 1e-8:  # above the rounding noise
+            np.testing.assert_allclose(float(err), float(rerr), rtol=2e-6)
+
+
+# ---------------------------------------------------------------------------
+# numerical failure, as POT
+# ---------------------------------------------------------------------------
+def _failure_cases():
+    a, b, M = _problem(5, 4, seed=0)
+    M_under = M.copy()
+    M_under[0, 0] = 200.0  # exp(-200 / 0.1) underflows: POT's K has a zero
+    a_zero = a.copy()
+    a_zero[1] = 0.0
+    b_zero = b.copy()
+    b_zero[2] = 0.0
+    rng = np.random.default_rng(1)
+    M32 = rng.random((6, 7)).astype(np.float32)
+    u6, u7 = np.full(6, 1 / 6, np.float32), np.full(7, 1 / 7, np.float32)
+    return {
+        "kernel_zero": ((a, b, M_under, 0.1), dict(m=0.5)),
+        "kernel_zero_one_iteration": ((a, b, M_under, 0.1), dict(m=0.5, numItermax=1)),
+        "a_zero": ((a_zero, b, M, 0.1), dict(m=0.5)),
+        "b_zero": ((a, b_zero, M, 0.1), dict(m=0.5)),
+        "m_zero": ((a, b, M, 0.1), dict(m=0.0)),
+        "float32_small_reg": ((u6, u7, M32, 0.008), {}),
+        "float64_small_reg": ((a, b, M, 0.0012), {}),
+    }
+
+
+@pytest.mark.parametrize("case", list(_failure_cases()))
+def test_failures_like_pot_exp(case):
+    args, kw = _failure_cases()[case]
+    kw = dict(kw, log=True, numItermax=kw.get("numItermax", 60))
+    (ref, lref), ref_out, _ = _run(EXP[0], *args, **kw)
+    (got, lg), out, msgs = _run(EXP[1], *args, **kw)
+    assert out == ref_out  # "Warning: numerical errors at iteration t\n", or nothing
+    assert msgs == []
+    assert got.dtype == ref.dtype
+    if "Warning" in ref_out:
+        assert np.isnan(ref).all() and np.isnan(got).all()
+        assert np.isnan(lg["partial_w_dist"])
+    else:
+        np.testing.assert_allclose(got, ref, rtol=F64["rtol"], atol=F64["atol"])
+    assert len(lg["err"]) == len(lref["err"])
+    np.testing.assert_allclose(lg["err"], lref["err"], rtol=1e-6)
+
+
+@pytest.mark.parametrize("case", list(_failure_cases()))
+def test_failures_like_pot_log(case):
+    args, kw = _failure_cases()[case]
+    kw = dict(kw, log=True, numItermax=kw.get("numItermax", 60))
+    (ref, lref), ref_out, ref_msgs = _run(LOG[0], *args, **kw)
+    (got, lg), out, msgs = _run(LOG[1], *args, **kw)
+    assert out == ref_out == ""
+    assert msgs == ref_msgs
+    assert got.dtype == ref.dtype
+    tol = F64 if ref.dtype == np.float64 else dict(rtol=1e-3, atol=1e-6)
+    np.testing.assert_allclose(got, ref, rtol=tol["rtol"], atol=tol["atol"] * np.nanmax(
+        np.abs(ref), initial=1.0), equal_nan=True)
+    if ref_msgs:
+        assert lg["err"] == lref["err"] == []
+
+
+def test_log_failure_warning_text_and_category():
+    a, b, M = _problem(5, 4, seed=0)
+    a[1] = 0.0
+    with pytest.warns(UserWarning, match=r"^Numerical errors at iteration 0 of "
+                      r"entropic_partial_wasserstein_logscale$"):
+        G = npar.entropic_partial_wasserstein_logscale(a, b, M, 0.1, m=0.5)
+    assert np.all(G[1] == 0) and np.isfinite(G).all()
+
+
+@pytest.mark.parametrize("reg", [1e-3, 1e-4])
+def test_small_reg_log_domain_stays_finite(reg):
+    """reg so small that exp(-M / reg) underflows: the multiplicative solver
+    fails (as POT's) and the log-domain one does not.  At 1e-4 some columns
+    of POT's K1 underflow in the exponential domain (numbaot then recomputes
+    their logsumexp: checked on the CPU launcher below)."""
+    a, b, M = _problem(20, 30, seed=12)
+    ref = ot.partial.entropic_partial_wasserstein_logscale(a, b, M, reg, m=0.5,
+                                                           numItermax=50)
+    got = npar.entropic_partial_wasserstein_logscale(a, b, M, reg, m=0.5, numItermax=50)
+    assert np.isfinite(got).all()
+    np.testing.assert_allclose(got, ref, rtol=1e-7, atol=1e-12 * ref.max())
+    (_, out, _) = _run(npar.entropic_partial_wasserstein, a, b, M, reg, m=0.5)
+    assert out == "Warning: numerical errors at iteration 1\n"
+    if reg == 1e-4:
+        from numbaot.cpu import partial as cpu_partial
+
+        st = cpu_partial.PartialLogState(M, reg, a, b, 0.5)
+        cpu_partial.partial_log_steps(st, 3)
+        assert (st.q <= 1e-200).any()  # the recomputed-column path ran
+
+
+# ---------------------------------------------------------------------------
+# checks of m and of the input
+# ---------------------------------------------------------------------------
+@pytest.mark.parametrize("fn", [EXP[1], LOG[1]])
+def test_m_checks_like_pot(fn):
+    a, b, M = _problem(4, 5, seed=1, mass_a=0.8)
+    for bad, msg in [(-0.1, "Parameter m should be greater than 0"),
+                     (0.81, r"Parameter m should lower or equal than min\(\|a\|_1, \|b\|_1\)")]:
+        with pytest.raises(ValueError, match=msg) as ours:
+            fn(a, b, M, 0.1, m=bad)
+        pot = EXP[0] if fn is EXP[1] else LOG[0]
+        with pytest.raises(ValueError) as theirs:
+            pot(a, b, M, 0.1, m=bad)
+        assert str(ours.value) == str(theirs.value)
+    fn(a, b, M, 0.1, m=float(a.sum()), numItermax=2)  # equality is allowed
+    assert_raises_naming(ValueError, "m", fn, a, b, M, 0.1, m=float("nan"))
+    assert_raises_naming(TypeError, "m", fn, a, b, M, 0.1, m="0.5")
+    assert_raises_naming(TypeError, "m", fn, a, b, M, 0.1, m=np.ones(2))
+
+
+def test_m_equal_to_float32_mass_is_allowed():
+    """POT compares m with |a|_1 summed in a's dtype: m = a.sum() of float32
+    weights is feasible."""
+    a, b, M = _problem(7, 9, seed=3, dtype=np.float32)
+    m = float(a.sum())
+    got = npar.entropic_partial_wasserstein(a, b, M, 0.1, m=m, numItermax=5)
+    assert np.isfinite(got).all()
+
+
+@pytest.mark.parametrize("fn", [EXP[1], LOG[1]])
+def test_bad_input(fn):
+    a, b, M = _problem(4, 5, seed=1)
+    assert_raises_naming(ValueError, "M", fn, a, b, M[:, :, None], 0.1)
+    Mn = M.copy()
+    Mn[1, 1] = np.nan
+    assert_raises_naming(ValueError, "M", fn, a, b, Mn, 0.1)
+    assert_raises_naming(ValueError, "a", fn, a[:3], b, M, 0.1)
+    assert_raises_naming(ValueError, "b", fn, a, -b, M, 0.1)
+    assert_raises_naming(ValueError, "b", fn, a, np.stack([b, b], 1), M, 0.1)
+    assert_raises_naming(ValueError, "a", fn, np.stack([a, a], 1), b, M, 0.1)
+    assert_raises_naming(ValueError, "reg", fn, a, b, M, 0.0)
+    assert_raises_naming(ValueError, "reg", fn, a, b, M, np.inf)
+    assert_raises_naming(TypeError, "reg", fn, a, b, M, "1")
+    assert_raises_naming(ValueError, "numItermax", fn, a, b, M, 0.1, numItermax=-1)
+    assert_raises_naming(TypeError, "numItermax", fn, a, b, M, 0.1, numItermax=1.5)
+    assert_raises_naming(TypeError, "stopThr", fn, a, b, M, 0.1, stopThr="x")
+    assert_raises_naming(TypeError, "a", fn, a.astype(complex), b, M, 0.1)
+
+
+def test_unknown_method():
+    a, b, M = _problem(4, 5, seed=1)
+    with pytest.raises(ValueError, match=r"^Unknown method 'foo'\.$"):
+        npar.entropic_partial_wasserstein(a, b, M, 0.1, method="foo")
+    with pytest.raises(TypeError, match="method"):
+        npar.entropic_partial_wasserstein(a, b, M, 0.1, method=1)
+
+
+@pytest.mark.parametrize("kind", ["exp", "log"])
+def test_inputs_unchanged_and_deterministic(kind):
+    a, b, M = _problem(50, 37, seed=13)
+    M = np.asfortranarray(M)  # a layout the solver must copy, not modify
+    copies = [x.copy() for x in (a, b, M)]
+    fn = SOLVERS[kind][1]
+    g1, l1 = fn(a, b, M, 0.07, m=0.6, numItermax=40, log=True)
+    for x, c in zip((a, b, M), copies):
+        np.testing.assert_array_equal(x, c)
+    with num_threads(1):
+        g2, l2 = fn(a, b, M, 0.07, m=0.6, numItermax=40, log=True)
+    np.testing.assert_array_equal(g1, g2)  # bit-identical for any thread count
+    assert l1["err"] == l2["err"]
+
+
+def test_module_exported():
+    assert "partial" in numbaot.__all__
+    assert numbaot.partial is npar
+    assert set(npar.__all__) == {"entropic_partial_wasserstein",
+                                 "entropic_partial_wasserstein_logscale"}
+
+
+def test_cpu_error_read_ahead_changes_no_iterate():
+    """numbaot.cpu.partial takes POT's error in the same read of K0 as the
+    next iteration's pass (kept for the next steps, dropped when the loop
+    stops): the iterates are bit-identical to a run without error checks,
+    and asking twice gives the same error."""
+    from numbaot.cpu import partial as cpu_partial
+
+    a, b, M = _problem(33, 21, seed=14)
+    K = cpu_partial.PartialState
+    st1, st2 = K(M, 0.1, a, b, 0.9), K(M, 0.1, a, b, 0.9)
+    assert cpu_partial.partial_steps(st1, 11) == (11, False)
+    e1 = cpu_partial.partial_error(st1)
+    assert cpu_partial.partial_error(st1) == pytest.approx(e1, rel=1e-12)
+    assert cpu_partial.partial_steps(st1, 4) == (4, False)
+    e2 = cpu_partial.partial_error(st1)
+    assert cpu_partial.partial_steps(st2, 15) == (15, False)
+    np.testing.assert_array_equal(cpu_partial.partial_plan(st1), cpu_partial.partial_plan(st2))
+    assert cpu_partial.partial_loss(st1) == cpu_partial.partial_loss(st2)
+    assert cpu_partial.partial_error(st2) == pytest.approx(e2, rel=1e-12)
+    ref, lref = ot.partial.entropic_partial_wasserstein(a, b, M, 0.1, m=0.9, numItermax=11,
+                                                        log=True)
+    assert e1 == pytest.approx(float(lref["err"][-1]), rel=1e-7)
