@@ -1,0 +1,640 @@
+"""Unified OT solvers, drop-in for POT 0.9.7's ``ot.solve`` and ``ot.solve_sample``.
+
+:func:`solve` (a cost matrix) and :func:`solve_sample` (two point clouds)
+keep POT's signatures, defaults, solver choices and :class:`OTResult`
+attributes, for every entropic case (``reg > 0``) that numbaot's kernels
+solve:
+
+* balanced, ``reg_type`` 'KL' or 'entropy': :func:`numbaot.bregman.sinkhorn_log`
+  (POT's choice), value with POT's KL or entropy term;
+* unbalanced or semi-relaxed (``unbalanced`` a scalar or a pair, ``inf`` on
+  one side), ``reg_type`` 'KL', ``unbalanced_type`` 'KL':
+  :func:`numbaot.unbalanced.sinkhorn_knopp_unbalanced` (POT's choice);
+* point clouds: the cost by :func:`numbaot.dist`, or with ``lazy=True``
+  recomputed on the fly by :func:`numbaot.bregman.empirical_sinkhorn2`
+  (memory O((n_samples_a + n_samples_b) dim)); ``debias=True`` gives the
+  Sinkhorn divergence as POT computes it.
+
+The other cases of POT's solvers (exact OT, 'L2'/'TV' penalties, custom
+regularisers, the large-scale methods of ``solve_sample``) raise
+``NotImplementedError`` naming the POT call that solves them.  numbaot does
+not import POT.
+"""
+import numpy as np
+
+from . import _checks, _dispatch
+from ._lazy import LAZY_METRICS
+from ._result import OTResult
+from .bregman import empirical_sinkhorn2, sinkhorn_log
+from .unbalanced import sinkhorn_knopp_unbalanced
+from .utils import dist
+
+__all__ = ["solve", "solve_sample", "OTResult"]
+
+#: POT 0.9.7's ``lst_valid_methods_solve``
+_SOLVE_METHODS = ["sinkhorn", "sinkhorn_log", "mm", "lbfgsb"]
+#: POT 0.9.7's ``lst_method_solve_sample``
+_SAMPLE_METHODS = ["1d", "gaussian", "gaussian_hd", "lowrank", "nystroem", "factored",
+                   "geomloss", "geomloss_auto", "geomloss_tensorized", "geomloss_online",
+                   "geomloss_multiscale", "sliced", "max_sliced", "bsp"]
+_ALL_SAMPLE_METHODS = _SOLVE_METHODS + _SAMPLE_METHODS
+#: the POT call behind each method of ``solve_sample`` that numbaot lacks
+_POT_SAMPLE_CALLS = {
+    "1d": "ot.lp.wasserstein_1d",
+    "gaussian": "ot.gaussian.empirical_bures_wasserstein_distance",
+    "gaussian_hd": "ot.gaussian.empirical_bures_wasserstein_distance_hd",
+    "lowrank": "ot.lowrank.lowrank_sinkhorn",
+    "nystroem": "ot.bregman.empirical_sinkhorn_nystroem2",
+    "factored": "ot.factored.factored_optimal_transport",
+    "geomloss": "geomloss.ot.solve_sample",
+    "sliced": "ot.sliced.sliced_wasserstein_distance",
+    "max_sliced": "ot.sliced.max_sliced_wasserstein_distance",
+    "bsp": "ot.bsp.compute_bspot_bijection",
+}
+_GRADS = ("autodiff", "envelope", "last_step", "detach")
+_REG_TYPES = ("kl", "entropy", "l2")
+_UNBALANCED_TYPES = ("kl", "l2", "tv")
+
+
+def _not_in_numbaot(case, pot_call):
+    return NotImplementedError(
+        f"{case} is not solved by numbaot; use POT: {pot_call} (pip install pot)")
+
+
+def _check_reg(reg):
+    """reg as a float (0.0 for None: POT's exact OT)."""
+    if reg is None:
+        return 0.0
+    val = _checks.check_real_scalar(reg, "reg")
+    if not np.isfinite(val) or val < 0:
+        raise ValueError(f"reg must be None or a finite number >= 0; got {reg!r}")
+    return val
+
+
+def _check_reg_type(reg_type):
+    if isinstance(reg_type, tuple):
+        return reg_type
+    if not isinstance(reg_type, str) or reg_type.lower() not in _REG_TYPES:
+        raise ValueError("reg_type must be 'KL', 'entropy', 'L2' or a tuple (f, df); "
+                         f"got {reg_type!r}")
+    return reg_type.lower()
+
+
+def _check_unbalanced_type(unbalanced_type):
+    if not isinstance(unbalanced_type, str) or unbalanced_type.lower() not in _UNBALANCED_TYPES:
+        raise ValueError(f"unbalanced_type must be 'KL', 'L2' or 'TV'; got {unbalanced_type!r}")
+    return unbalanced_type.lower()
+
+
+def _check_max_iter_tol(max_iter, tol, default_iter, default_tol):
+    max_iter = default_iter if max_iter is None else _checks.check_iter_count(max_iter, "max_iter")
+    tol = default_tol if tol is None else _checks.check_real_scalar(tol, "tol")
+    return max_iter, tol
+
+
+def _host_vector(w, name, n, device):
+    """The weights as a host float64 (n,) vector (uniform for None / empty),
+    for the value computations; the solver has validated them already."""
+    if device == "cuda" and _dispatch.is_device_array(w):
+        w = _dispatch.to_host(w)
+    if w is None or len(w) == 0:
+        return np.full(n, 1.0 / n)
+    return np.asarray(w, dtype=np.float64).reshape(-1)
+
+
+def _check_1d(w, name):
+    if w is None:
+        return
+    ndim = getattr(w, "ndim", None)
+    if ndim is None:
+        ndim = np.ndim(w)
+    if ndim != 1:
+        raise ValueError(f"{name} must be 1-D (one histogram) in solve; got {ndim}-D "
+                         "(batches of histograms: numbaot.sinkhorn / numbaot.sinkhorn_unbalanced)")
+
+
+def _kl_weights(a, b):
+    """POT's stabilisation of the KL value for zero masses (and its message)."""
+    if np.any(a == 0) or np.any(b == 0):
+        a = a + 1e-15 * np.min(a)
+        b = b + 1e-15 * np.min(b)
+        print("Warning: a or b has 0 mass, adding small mass to avoid NaN in KL divergence.")
+    return a, b
+
+
+def _plan_stats_host(M, plan):
+    """<plan, M>_F and the plan's row and column sums, float64 (one pass each)."""
+    P = np.asarray(plan).astype(np.float64, copy=False)
+    Mh = np.asarray(M).astype(np.float64, copy=False)
+    return float(np.vdot(Mh, P)), P.sum(1), P.sum(0)
+
+
+def _plan_stats_device(M, plan):
+    """The same on the device (host results; O(dim_a + dim_b) copies)."""
+    from .cuda import sinkhorn as cuda_sinkhorn
+
+    cuda = _dispatch.require_cuda()
+    dt = plan.dtype
+    Md = _dispatch.device_contiguous(_dispatch.as_device_array(M), dt)
+    Pd = _dispatch.device_contiguous(_dispatch.as_device_array(plan), dt)
+    out = cuda.device_array(1, dtype=dt)
+    ones_a = _dispatch.to_device(np.ones((1, Pd.shape[0])), dt)
+    ones_b = _dispatch.to_device(np.ones((1, Pd.shape[1])), dt)
+    cuda_sinkhorn.scaled_loss(Pd, Md, ones_a, ones_b, out)  # sum_ij M_ij P_ij
+    res = OTResult(plan=Pd)  # its marginals are device reductions
+    rows = res.marginal_a.copy_to_host().astype(np.float64)
+    cols = res.marginal_b.copy_to_host().astype(np.float64)
+    return float(out.copy_to_host()[0]), rows, cols
+
+
+def _balanced_values(M, plan, lu, lv, a, b, reg, reg_type, device):
+    """POT's value_linear = <plan, M>_F and value = value_linear + reg R(plan),
+    R = sum plan log(plan + 1e-16) ('entropy') or KL(plan, a b^T + 1e-15)
+    ('kl'), for the entropic plan plan_ij = exp(lu_i + lv_j - M_ij / reg):
+    there log plan_ij is known, so with r, c the plan's row and column sums,
+
+        sum plan log plan = sum_i r_i lu_i + sum_j c_j lv_j - <plan, M> / reg,
+        KL(plan, a b^T) = sum plan log plan - sum_i r_i log a_i - sum_j c_j log b_j
+
+    (rows and columns of zero mass left out).  This needs <plan, M> and the
+    marginals only (no logarithm of dim_a dim_b entries; device reductions for
+    a device plan).  POT's epsilons shift its 'kl' value by about
+    reg * 1e-15 / min(a_i b_j) (relative 1e-8 at 4000 x 4000 uniform)."""
+    if device == "cuda":
+        value_linear, rows, cols = _plan_stats_device(M, plan)
+    else:
+        value_linear, rows, cols = _plan_stats_host(M, plan)
+    lu = np.asarray(_dispatch.to_host(lu), dtype=np.float64)
+    lv = np.asarray(_dispatch.to_host(lv), dtype=np.float64)
+    ra, cb = rows > 0, cols > 0
+    neg_ent = float(np.sum(rows[ra] * lu[ra]) + np.sum(cols[cb] * lv[cb]) - value_linear / reg)
+    if reg_type == "kl":
+        a, b = _kl_weights(a, b)
+        neg_ent -= float(np.sum(rows[ra] * np.log(a[ra])) + np.sum(cols[cb] * np.log(b[cb])))
+    return value_linear, value_linear + reg * neg_ent
+
+
+def solve(M, a=None, b=None, reg=None, c=None, reg_type="KL", unbalanced=None,
+          unbalanced_type="KL", method=None, n_threads=1, max_iter=None, plan_init=None,
+          potentials_init=None, tol=None, verbose=False, grad="autodiff"):
+    r"""Solve the discrete (entropic) optimal transport problem and return an
+    :class:`OTResult`; mirrors ``ot.solve`` of POT 0.9.7 [1]_.
+
+    The general problem is
+
+        min_{T >= 0} <T, M>_F + reg R(T) + lambda_1 U(T 1, a) + lambda_2 U(T^T 1, b),
+
+    with the regularisation R chosen by ``reg_type`` and the marginal
+    penalties U by ``unbalanced`` = (lambda_1, lambda_2) and
+    ``unbalanced_type``.  numbaot solves the entropic cases (``reg > 0``)
+    with POT's solver choice:
+
+    * balanced (``unbalanced=None``), ``reg_type`` 'KL' (R = KL(T, a b^T)) or
+      'entropy' (R = sum T log T): log-domain Sinkhorn
+      (:func:`numbaot.bregman.sinkhorn_log`, Cuturi 2013 [2]_; the plan is the
+      same for both, only ``value`` differs; as POT, ``c``, ``plan_init`` and
+      ``potentials_init`` are not used in this case);
+    * unbalanced / semi-relaxed, ``reg_type`` 'KL', ``unbalanced_type`` 'KL':
+      scaling iterations (:func:`numbaot.unbalanced.sinkhorn_knopp_unbalanced`,
+      Chizat et al. 2018 [3]_), reference measure ``c`` (default a b^T),
+      warm start from ``potentials_init``.
+
+    Parameters
+    ----------
+    M : array-like, shape (dim_a, dim_b)
+        Loss matrix (finite); float32 or float64 (NumPy, or a CUDA device array).
+    a : array-like, shape (dim_a,), optional
+        Samples weights in the source domain (default is uniform).
+    b : array-like, shape (dim_b,), optional
+        Samples weights in the target domain (default is uniform).
+    reg : float, optional
+        Regularization weight lambda_r (> 0), in units of ``M``; by default
+        None (no reg., exact OT: not solved by numbaot).
+    c : array-like, shape (dim_a, dim_b), optional (default=None)
+        Reference measure for the regularization of the unbalanced problem.
+        If None, then use c = a b^T.  Not used by the balanced solver (as POT).
+    reg_type : str, optional
+        Type of regularization R, either "KL", "entropy" (solved), "L2" or a
+        tuple (f, df) (POT's solvers), by default "KL".
+    unbalanced : float or indexable object of length 1 or 2, optional
+        Marginal relaxation term (>= 0).  If it is a scalar or an indexable
+        object of length 1, then the same relaxation is applied to both
+        marginal relaxations.  The balanced OT can be recovered using
+        unbalanced=float("inf").  For the semi-relaxed case, use either
+        unbalanced=(float("inf"), scalar) or unbalanced=(scalar, float("inf")).
+    unbalanced_type : str, optional
+        Type of unbalanced penalization function U, either "KL" (solved), "L2"
+        or "TV" (POT's solvers), by default "KL".
+    method : str, optional
+        One of POT's "sinkhorn", "sinkhorn_log", "mm", "lbfgsb" (validated;
+        as POT, the entropic solvers above are used whatever its value).
+    n_threads : int, optional
+        Number of OMP threads for POT's exact OT solver; not used.
+    max_iter : int, optional
+        Maximum number of iterations, by default None (1000, as POT).
+    plan_init : array-like, shape (dim_a, dim_b), optional
+        Initialization of the OT plan for POT's iterative plan solvers; not
+        used by the entropic solvers (as POT).
+    potentials_init : (array-like (dim_a,), array-like (dim_b,)), optional
+        Initial log-scalings (log u, log v) of the unbalanced solver, e.g. the
+        ``potentials`` of an earlier result.  By default None.
+    tol : float, optional
+        Tolerance for solution precision, by default None (1e-9, as POT): the
+        balanced solver stops when the column-marginal violation (2-norm,
+        checked every 10 iterations) is below it, the unbalanced one when the
+        relative change of the scalings is.
+    verbose : bool, optional
+        Print information in the solver, by default False.
+    grad : str, optional
+        POT's gradient mode: 'autodiff', 'envelope', 'detach' (the same numbers
+        without an autodiff framework) or 'last_step' (``max_iter - 1``
+        iterations, then one last iteration, as POT).
+
+    Returns
+    -------
+    res : OTResult
+        ``res.plan`` (dim_a, dim_b), the entropic plan, dtype of the inputs
+        (a device array for device inputs); ``res.potentials`` the
+        log-scalings (log u (dim_a,), log v (dim_b,)) as POT; ``res.value``
+        the objective (with the regularisation and marginal terms; for the
+        balanced solver computed exactly from the potentials and marginals,
+        where POT adds 1e-15 to a_i b_j: the two differ by about
+        reg * 1e-15 / min(a_i b_j)),
+        ``res.value_linear`` = <plan, M>_F (host scalars of the input dtype);
+        ``res.marginals``; ``res.status`` and ``res.log`` are None (as POT).
+
+    Raises
+    ------
+    NotImplementedError
+        Cases that numbaot does not solve, naming POT's call: exact OT
+        (``reg`` None or 0: ``ot.emd2``, ``ot.unbalanced.mm_unbalanced``,
+        ``ot.unbalanced.lbfgsb_unbalanced``), ``reg_type`` 'L2'
+        (``ot.smooth.smooth_ot_dual``) or a tuple (``ot.optim.cg``), unbalanced
+        with ``reg_type`` 'entropy'/'L2' or ``unbalanced_type`` 'L2'/'TV'
+        (``ot.unbalanced.lbfgsb_unbalanced``).
+    ValueError
+        Unknown ``method`` (POT's message), ``reg_type``, ``unbalanced_type`` or
+        ``grad``; ``reg`` < 0 or not finite; 2-D ``a`` or ``b``;
+        ``grad='last_step'`` with ``max_iter=0``; and the errors of the solvers
+        (shapes, non-finite or negative entries, ``unbalanced`` < 0, ...).
+    TypeError
+        Non-numeric arrays or scalars; host and device arrays mixed.
+
+    Warns
+    -----
+    UserWarning
+        The solvers' warnings ("Sinkhorn did not converge. ...", "Numerical
+        errors at iteration %s").
+
+    References
+    ----------
+    .. [1] POT 0.9.7, ``ot.solve`` (``ot/solvers/_linear.py``; R. Flamary et
+       al., "POT: Python Optimal Transport", JMLR 22(78) 2021).
+    .. [2] M. Cuturi, "Sinkhorn Distances: Lightspeed Computation of Optimal
+       Transport", NeurIPS 2013.
+    .. [3] L. Chizat, G. Peyre, B. Schmitzer, F.-X. Vialard, "Scaling
+       algorithms for unbalanced optimal transport problems", Mathematics of
+       Computation 87(314), 2018.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import numbaot
+    >>> M = np.array([[0.0, 1.0], [1.0, 0.0]])
+    >>> res = numbaot.solve(M, reg=1.0)
+    >>> print(np.round(res.plan, 4))
+    [[0.3655 0.1345]
+     [0.1345 0.3655]]
+    >>> print(round(float(res.value_linear), 4), round(float(res.value), 4))
+    0.2689 0.3799
+    >>> res_u = numbaot.solve(M, reg=1.0, unbalanced=1.0)
+    >>> print(round(float(res_u.plan.sum()), 4))
+    0.8811
+    """
+    if method is not None and method not in _SOLVE_METHODS:
+        raise ValueError("Unknown method={} for solve, must be in {}".format(
+            method, _SOLVE_METHODS))
+    reg = _check_reg(reg)
+    reg_type = _check_reg_type(reg_type)
+    unbalanced_type = _check_unbalanced_type(unbalanced_type)
+    if grad not in _GRADS:
+        raise ValueError(f"grad must be one of {_GRADS}; got {grad!r}")
+    _check_1d(a, "a")
+    _check_1d(b, "b")
+
+    if reg == 0:
+        if unbalanced is None:
+            raise _not_in_numbaot("Exact OT (reg None or 0)", "ot.solve(M, a, b), i.e. ot.emd2")
+        if unbalanced_type in ("kl", "l2"):
+            raise _not_in_numbaot(f"Exact unbalanced OT (unbalanced_type={unbalanced_type!r})",
+                                  "ot.solve(M, a, b, unbalanced=...), i.e. "
+                                  "ot.unbalanced.mm_unbalanced")
+        raise _not_in_numbaot("Exact unbalanced OT (unbalanced_type='tv')",
+                              "ot.solve(M, a, b, unbalanced=..., unbalanced_type='TV'), i.e. "
+                              "ot.unbalanced.lbfgsb_unbalanced")
+    if unbalanced is None:
+        if isinstance(reg_type, tuple):
+            raise _not_in_numbaot("A custom regularization (reg_type=(f, df))",
+                                  "ot.solve(M, a, b, reg, reg_type=(f, df)), i.e. ot.optim.cg")
+        if reg_type == "l2":
+            raise _not_in_numbaot("Quadratic regularization (reg_type='L2')",
+                                  "ot.solve(M, a, b, reg, reg_type='L2'), i.e. "
+                                  "ot.smooth.smooth_ot_dual")
+        return _solve_balanced(M, a, b, reg, reg_type, max_iter, tol, verbose, grad)
+    if isinstance(reg_type, tuple) or reg_type != "kl" or unbalanced_type != "kl":
+        rt = reg_type if isinstance(reg_type, str) else "(f, df)"
+        raise _not_in_numbaot(
+            f"Regularized unbalanced OT with reg_type={rt!r} and "
+            f"unbalanced_type={unbalanced_type!r}",
+            "ot.solve(M, a, b, reg, unbalanced=..., reg_type=..., unbalanced_type=...), i.e. "
+            "ot.unbalanced.lbfgsb_unbalanced")
+    max_iter, tol = _check_max_iter_tol(max_iter, tol, 1000, 1e-9)
+    if isinstance(potentials_init, (tuple, list)):  # e.g. a device result's potentials
+        potentials_init = tuple(_dispatch.to_host(p) for p in potentials_init)
+    plan, lg = sinkhorn_knopp_unbalanced(
+        a if a is not None else [], b if b is not None else [], M, reg, unbalanced,
+        reg_type="kl", c=c, warmstart=potentials_init, numItermax=max_iter, stopThr=tol,
+        verbose=verbose, log=True)
+    return OTResult(potentials=(lg["logu"], lg["logv"]), value=lg["total_cost"],
+                    value_linear=lg["cost"], plan=plan)
+
+
+def _solve_balanced(M, a, b, reg, reg_type, max_iter, tol, verbose, grad):
+    """POT's balanced entropic branch: sinkhorn_log, then the values."""
+    max_iter, tol = _check_max_iter_tol(max_iter, tol, 1000, 1e-9)
+    if grad == "last_step":
+        if max_iter == 0:
+            raise ValueError("The maximum number of iterations must be greater than 0 when "
+                             "using grad=last_step.")
+        max_iter -= 1
+    a_arg = a if a is not None else []
+    b_arg = b if b is not None else []
+    plan, lg = sinkhorn_log(a_arg, b_arg, M, reg, numItermax=max_iter, stopThr=tol, log=True,
+                            verbose=verbose)
+    potentials = (lg["log_u"], lg["log_v"])
+    device = _dispatch.device_of(M=M, a=a, b=b)
+    if grad == "last_step":
+        plan, potentials = _last_step(M, a_arg, b_arg, reg, potentials, plan.dtype, device)
+    dim_a, dim_b = plan.shape
+    a_h = _host_vector(a, "a", dim_a, device)
+    b_h = _host_vector(b, "b", dim_b, device)
+    value_linear, value = _balanced_values(M, plan, potentials[0], potentials[1], a_h, b_h, reg,
+                                           reg_type, device)
+    dt = plan.dtype.type
+    return OTResult(potentials=potentials, value=dt(value), value_linear=dt(value_linear),
+                    plan=plan)
+
+
+def _last_step(M, a, b, reg, potentials, dtype, device):
+    """POT's ``grad='last_step'`` step from (u, v): v' = log b - lse_i(-M/reg + u),
+    u' = log a - lse_j(-M/reg + v) (both from the previous potentials), plan =
+    exp(-M/reg + u' + v').  Each half is the first half-step of one
+    :func:`sinkhorn_log` iteration warm-started from (u, v), on M and on M^T."""
+    u, v = (_dispatch.to_host(p) for p in potentials)  # the solver takes host warm starts
+    _, lg = sinkhorn_log(a, b, M, reg, numItermax=1, stopThr=0.0, log=True, warn=False,
+                         warmstart=(u, v))
+    Mt = M.T if device == "cuda" else np.asarray(M).T
+    _, lgt = sinkhorn_log(b, a, Mt, reg, numItermax=1, stopThr=0.0, log=True, warn=False,
+                          warmstart=(v, u))
+    u, v = lgt["log_v"], lg["log_v"]
+    if device == "cuda":
+        from .cuda import sinkhorn as cuda_sinkhorn
+
+        Md = _dispatch.device_contiguous(_dispatch.as_device_array(M), dtype)
+        plan = _dispatch.require_cuda().device_array(Md.shape, dtype=dtype)
+        cuda_sinkhorn.gibbs_kernel(Md, -1.0 / reg, _dispatch.as_device_array(u),
+                                   _dispatch.as_device_array(v), plan)
+        plan = _dispatch.like_input(plan, M)
+    else:
+        Mh = np.asarray(M, dtype=np.float64)
+        plan = np.exp(-Mh / reg + np.asarray(u, np.float64)[:, None]
+                      + np.asarray(v, np.float64)[None, :]).astype(dtype, copy=False)
+    return plan, (u, v)
+
+
+def _apply_scaler(X_a, X_b, scaler):
+    if hasattr(scaler, "transform") and callable(scaler.transform):
+        return scaler.transform(X_a), scaler.transform(X_b)
+    if callable(scaler):
+        return scaler(X_a), scaler(X_b)
+    raise ValueError("scaler must be None, an object with a .transform() method, "
+                     "or a callable. Got type: {}".format(type(scaler).__name__))
+
+
+def _debiased(x_ab, x_aa, x_bb):
+    if x_ab is None or x_aa is None or x_bb is None:
+        return None
+    return x_ab - 0.5 * (x_aa + x_bb)
+
+
+def solve_sample(X_a, X_b, a=None, b=None, metric="sqeuclidean", reg=None, c=None,
+                 reg_type="KL", unbalanced=None, unbalanced_type="KL", lazy=False,
+                 batch_size=None, method=None, n_threads=1, max_iter=None, plan_init=None,
+                 rank=100, scaling=0.95, potentials_init=None, X_init=None, tol=None,
+                 verbose=False, grad="autodiff", random_state=None, debias=False,
+                 n_projections=50, projections=None, scaler=None):
+    r"""Solve the (entropic) optimal transport problem between two point
+    clouds and return an :class:`OTResult`; mirrors ``ot.solve_sample`` of
+    POT 0.9.7 [1]_.
+
+    The cost is M_ij = d(x_i, y_j) with d given by ``metric``.  Without
+    ``lazy`` the cost matrix is formed by :func:`numbaot.dist` and the problem
+    solved by :func:`solve` (every case it solves).  With ``lazy=True`` (or a
+    ``method`` of POT's ``solve`` list, as POT) the balanced entropic problem is
+    solved by :func:`numbaot.bregman.empirical_sinkhorn2` with
+    ``isLazy=True``: costs recomputed on the fly, memory O((n_samples_a +
+    n_samples_b) dim); the result then has ``lazy_plan``, ``potentials``
+    (log-scalings), ``value_linear`` and ``log`` and, as POT, ``value`` None.
+    ``debias=True`` returns the Sinkhorn divergence as POT computes it [2]_:
+    value(a, b) - (value(a, a) + value(b, b)) / 2 (the same for
+    ``value_linear``), the plan and potentials of the (a, b) problem, and the
+    three results in ``log`` ('res_ab', 'res_aa', 'res_bb').
+
+    Parameters
+    ----------
+    X_a : array-like, shape (n_samples_a, dim)
+        Samples in the source domain.
+    X_b : array-like, shape (n_samples_b, dim)
+        Samples in the target domain.
+    a : array-like, shape (n_samples_a,), optional
+        Samples weights in the source domain (default is uniform).
+    b : array-like, shape (n_samples_b,), optional
+        Samples weights in the target domain (default is uniform).
+    metric : str, optional
+        Metric of :func:`numbaot.dist`, by default 'sqeuclidean'; with
+        ``lazy=True``, 'sqeuclidean' or 'euclidean'.
+    reg : float, optional
+        Regularization weight lambda_r (> 0), by default None (exact OT: not
+        solved by numbaot).
+    c : array-like, shape (n_samples_a, n_samples_b), optional (default=None)
+        Reference measure of the unbalanced regularization (see :func:`solve`).
+    reg_type : str, optional
+        Type of regularization R, either "KL" or "entropy" (see :func:`solve`),
+        by default "KL".  Not used with ``lazy=True`` (as POT).
+    unbalanced : float or indexable object of length 1 or 2, optional
+        Marginal relaxation term (see :func:`solve`); not with ``lazy=True``.
+    unbalanced_type : str, optional
+        Type of unbalanced penalization function U, by default "KL".
+    lazy : bool, optional
+        Costs on the fly and a lazy plan (see above), by default False.
+    batch_size : int, optional
+        Batch size of POT's lazy solver (validated; numbaot's lazy kernels need
+        none), and rows per block when the marginals of the lazy plan are
+        reduced; by default None (100).
+    method : str, optional
+        POT's method names: "sinkhorn", "sinkhorn_log", "mm", "lbfgsb" select
+        the lazy entropic solver (as POT); the large-scale methods ("1d",
+        "gaussian", "gaussian_hd", "lowrank", "nystroem", "factored",
+        "geomloss*", "sliced", "max_sliced", "bsp") raise NotImplementedError.
+    n_threads : int, optional
+        Number of OMP threads for POT's exact OT solver; not used.
+    max_iter : int, optional
+        Maximum number of iterations, by default None (1000, as POT).
+    plan_init : array-like, shape (n_samples_a, n_samples_b), optional
+        As :func:`solve` (not used by the entropic solvers).
+    rank : int, optional
+        Rank of POT's low-rank / factored / Nystroem methods; not used.
+    scaling : float, optional
+        Epsilon-scaling factor of POT's geomloss method; not used.
+    potentials_init : (array-like (n_samples_a,), array-like (n_samples_b,)), optional
+        As :func:`solve` (the unbalanced solver's warm start; not used by the
+        lazy solver, as POT).
+    X_init : array-like, optional
+        Initial support of POT's factored method; not used.
+    tol : float, optional
+        Tolerance for solution precision, by default None (1e-9, as POT); the
+        lazy solver stops when the L1 violation of the row marginal, checked
+        every 10 iterations, is below it.
+    verbose : bool, optional
+        Print information in the solver, by default False.
+    grad : str, optional
+        As :func:`solve`.
+    random_state : int, optional
+        Seed of POT's randomised methods; not used.
+    debias : bool, optional
+        Return the debiased (Sinkhorn divergence) values, by default False.
+        POT's ``debias='split'`` raises NotImplementedError.
+    n_projections : int, optional
+        Number of projections of POT's sliced methods; not used.
+    projections : array-like, optional
+        Projections of POT's sliced methods; not used.
+    scaler : None, object with .transform(), or callable, optional
+        Preprocessing applied to ``X_a`` and to ``X_b`` before the solve.
+
+    Returns
+    -------
+    res : OTResult
+        As :func:`solve`; for the lazy solver ``res.lazy_plan`` (a
+        ``LazyPlan`` sliceable as POT's LazyTensor), ``res.potentials`` =
+        (f, g) log-scalings, ``res.value_linear``, ``res.log`` (POT's keys
+        'err', 'u', 'v', 'niter', 'lazy_plan'), ``res.value`` None.
+
+    Raises
+    ------
+    NotImplementedError
+        Cases that numbaot does not solve, naming POT's call: those of
+        :func:`solve`; exact OT with ``lazy=True`` (``ot.lp.emd2_lazy``);
+        unbalanced with ``lazy=True``; a lazy metric other than 'sqeuclidean'
+        or 'euclidean'; the large-scale methods (e.g. "geomloss*":
+        ``geomloss.ot.solve_sample``); ``debias='split'``.
+    ValueError
+        Unknown ``method`` (POT's message); a bad ``scaler``; the errors of
+        :func:`solve`, :func:`numbaot.dist` and the lazy solver (points not
+        2-D, of different dim or not finite, bad ``batch_size``, ...).
+    TypeError
+        Non-numeric arrays or scalars; host and device arrays mixed.
+
+    Warns
+    -----
+    UserWarning
+        The solvers' warnings ("Sinkhorn did not converge. ...").
+
+    References
+    ----------
+    .. [1] POT 0.9.7, ``ot.solve_sample`` (``ot/solvers/_linear.py``; R.
+       Flamary et al., "POT: Python Optimal Transport", JMLR 22(78) 2021).
+    .. [2] A. Genevay, G. Peyre, M. Cuturi, "Learning Generative Models with
+       Sinkhorn Divergences", AISTATS 2018.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import numbaot
+    >>> X_a, X_b = np.array([[0.0], [1.0]]), np.array([[0.0], [0.5], [1.0]])
+    >>> res = numbaot.solve_sample(X_a, X_b, reg=0.1)
+    >>> print(np.round(res.plan, 3))
+    [[0.333 0.167 0.   ]
+     [0.    0.167 0.333]]
+    >>> res_lazy = numbaot.solve_sample(X_a, X_b, reg=0.1, lazy=True)
+    >>> print(np.round(res_lazy.lazy_plan[:, :], 3))
+    [[0.333 0.167 0.   ]
+     [0.    0.167 0.333]]
+    >>> print(round(float(res_lazy.value_linear), 4), res_lazy.value)
+    0.0834 None
+    """
+    if method is not None and (not isinstance(method, str)
+                               or method.lower() not in _ALL_SAMPLE_METHODS):
+        raise ValueError("Unknown method={} for solve_sample. Available methods are: {}".format(
+            method, _ALL_SAMPLE_METHODS))
+    if scaler is not None:
+        X_a, X_b = _apply_scaler(X_a, X_b, scaler)
+    if isinstance(debias, str) and debias == "split":
+        raise _not_in_numbaot("debias='split'", "ot.solve_sample(..., debias='split')")
+    if debias:
+        params = dict(metric=metric, reg=reg, c=c, reg_type=reg_type, unbalanced=unbalanced,
+                      unbalanced_type=unbalanced_type, lazy=lazy, batch_size=batch_size,
+                      method=method, n_threads=n_threads, max_iter=max_iter,
+                      plan_init=plan_init, rank=rank, scaling=scaling,
+                      potentials_init=potentials_init, X_init=X_init, tol=tol,
+                      verbose=verbose, grad=grad, random_state=random_state, debias=False)
+        res_aa = solve_sample(X_a, X_a, a=a, b=a, **params)
+        res_bb = solve_sample(X_b, X_b, a=b, b=b, **params)
+        res_ab = solve_sample(X_a, X_b, a=a, b=b, **params)
+        return OTResult(value=_debiased(res_ab.value, res_aa.value, res_bb.value),
+                        value_linear=_debiased(res_ab.value_linear, res_aa.value_linear,
+                                               res_bb.value_linear),
+                        plan=res_ab.plan, potentials=res_ab.potentials,
+                        lazy_plan=res_ab.lazy_plan, status=res_ab.status,
+                        log={"res_aa": res_aa, "res_bb": res_bb, "res_ab": res_ab},
+                        batch_size=100 if batch_size is None else batch_size)
+    if method is not None:
+        m = method.lower()
+        if m not in _SOLVE_METHODS:
+            key = "geomloss" if m.startswith("geomloss") else m
+            raise _not_in_numbaot(f"solve_sample(method={method!r})",
+                                  f"ot.solve_sample(..., method={method!r}), i.e. "
+                                  f"{_POT_SAMPLE_CALLS[key]}")
+        lazy = True  # as POT: a method of solve selects the lazy solver
+    if not lazy:
+        device = _dispatch.device_of(X_a=X_a, X_b=X_b, a=a, b=b)
+        if device == "cuda":  # the cost on the host (O((n + m) dim) copies), M to the device
+            M = dist(_dispatch.to_host(X_a), _dispatch.to_host(X_b), metric)
+            M = _dispatch.to_device(M, M.dtype)
+        else:
+            M = dist(X_a, X_b, metric)
+        return solve(M, a, b, reg, c, reg_type, unbalanced, unbalanced_type, method, n_threads,
+                     max_iter, plan_init, potentials_init, tol, verbose, grad)
+    reg = _check_reg(reg)
+    if reg == 0:
+        if unbalanced is None:
+            raise _not_in_numbaot("Exact OT with lazy=True",
+                                  "ot.solve_sample(X_a, X_b, lazy=True), i.e. ot.lp.emd2_lazy")
+        raise NotImplementedError(
+            'Non regularized lazy solver with unbalanced_type="{}" not implemented'.format(
+                unbalanced_type))
+    if unbalanced is not None:
+        raise NotImplementedError(
+            'Not implemented unbalanced_type="{}" with regularization'.format(unbalanced_type))
+    if metric not in LAZY_METRICS:
+        raise _not_in_numbaot(f"The lazy solver with metric={metric!r}",
+                              "ot.solve_sample(..., lazy=True), i.e. "
+                              "ot.bregman.empirical_sinkhorn2(isLazy=True)")
+    max_iter, tol = _check_max_iter_tol(max_iter, tol, 1000, 1e-9)
+    if batch_size is None:
+        batch_size = 100
+    value_linear, lg = empirical_sinkhorn2(X_a, X_b, reg, a, b, metric=metric,
+                                           numIterMax=max_iter, stopThr=tol, isLazy=True,
+                                           batchSize=batch_size, verbose=verbose, log=True)
+    rows = batch_size[0] if isinstance(batch_size, tuple) else batch_size
+    return OTResult(potentials=(lg["u"], lg["v"]), value_linear=value_linear,
+                    lazy_plan=lg["lazy_plan"], log=lg, batch_size=rows)
