@@ -33,6 +33,10 @@ from . import unbalanced
 from .unbalanced import barycenter_unbalanced, sinkhorn_unbalanced, sinkhorn_unbalanced2
 from ._warmup import warmup
 from . import distributed  # imports mpi4py only when one of its functions is called
+from . import partial
+from . import solvers
+from .solvers import OTResult, solve, solve_sample
+from . import pot  # imports POT only when numbaot.pot.patch() runs
 
 __version__ = "0.1.0"
 
@@ -74,4 +78,13 @@ __all__ = [
     "warmup",
     # MPI (mpi4py): solvers over row blocks on several processes
     "distributed",
+    # entropic partial OT (numbaot.partial; POT keeps it in ot.partial only)
+    "partial",
+    # unified solvers (POT's ot.solve, ot.solve_sample) and their result object
+    "solvers",
+    "solve",
+    "solve_sample",
+    "OTResult",
+    # run unchanged POT code on numbaot (numbaot.pot.patch())
+    "pot",
 ]

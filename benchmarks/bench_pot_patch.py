@@ -1,0 +1,105 @@
+"""POT's own pipelines, unpatched and under ``numbaot.pot.patched()``.
+
+Side by side in one run, interleaved (unpatched, patched, unpatched, ...),
+median of the pairwise ratios:
+
+* ``ot.solve(M, reg=0.05)`` at 1000 x 1000 (squared-Euclidean cost of
+  2-D Gaussian clouds divided by its max; POT's defaults otherwise);
+* ``ot.da.SinkhornTransport(reg_e=0.1).fit`` on 2000 source and 2000 target
+  samples (3-D, Gaussian);
+* ``ot.gromov.entropic_gromov_wasserstein`` with n = 300 (epsilon 0.05,
+  square loss, PGD solver, max_iter 20), and the share of its time that
+  POT's ``sinkhorn`` takes unpatched (the rest, the O(n^3) tensor products
+  of the gradient, numbaot does not touch).
+
+Usage::
+
+    python benchmarks/bench_pot_patch.py            # all
+    python benchmarks/bench_pot_patch.py --quick    # fewer repeats
+"""
+import argparse
+import cProfile
+import os
+import pstats
+import sys
+import warnings
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import _common as C  # noqa: E402
+
+import ot  # noqa: E402
+
+import numbaot.pot as npot  # noqa: E402
+
+
+def _patched(fn):
+    def run():
+        with npot.patched():
+            return fn()
+    return run
+
+
+def _quiet(fn):
+    def run():
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return fn()
+    return run
+
+
+def _row(name, t_pot, t_nb, ratios):
+    med = float(np.median(ratios))
+    print(f"| {name} | {t_pot['median'] * 1e3:.1f} | {t_nb['median'] * 1e3:.1f} | {med:.2f}x |")
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser()
+    p.add_argument("--quick", action="store_true")
+    args = p.parse_args(argv)
+    reps = 3 if args.quick else 5
+    rng = np.random.default_rng(0)
+    C.start_report("POT pipelines, unpatched vs numbaot.pot.patched()")
+    print("| workload | POT (ms, median) | POT + numbaot.pot (ms) | speed-up (median of pairs) |")
+    print("|---|---|---|---|")
+
+    xs, xt = rng.normal(size=(1000, 2)), rng.normal(size=(1000, 2)) + 1.0
+    M = ot.dist(xs, xt)
+    M /= M.max()
+    solve = _quiet(lambda: ot.solve(M, reg=0.05))
+    t_pot, t_nb, ratios = C.time_pair(solve, _patched(solve), repeats=reps)
+    _row("ot.solve(M, reg=0.05), 1000 x 1000", t_pot, t_nb, [1.0 / r for r in ratios])
+    np.testing.assert_allclose(t_nb["result"].plan, t_pot["result"].plan, rtol=1e-5, atol=1e-12)
+
+    Xs, Xt = rng.normal(size=(2000, 3)), rng.normal(size=(2000, 3)) + 1.0
+    fit = _quiet(lambda: ot.da.SinkhornTransport(reg_e=0.1).fit(Xs=Xs, Xt=Xt).coupling_)
+    t_pot, t_nb, ratios = C.time_pair(fit, _patched(fit), repeats=reps)
+    _row("ot.da.SinkhornTransport(reg_e=0.1).fit, 2000 + 2000 samples", t_pot, t_nb,
+         [1.0 / r for r in ratios])
+    np.testing.assert_allclose(t_nb["result"], t_pot["result"], rtol=1e-5, atol=1e-12)
+
+    n = 300
+    x1, x2 = rng.normal(size=(n, 2)), rng.normal(size=(n, 3))
+    C1, C2 = ot.dist(x1, x1), ot.dist(x2, x2)
+    C1 /= C1.max()
+    C2 /= C2.max()
+    p_, q_ = ot.unif(n), ot.unif(n)
+    egw = _quiet(lambda: ot.gromov.entropic_gromov_wasserstein(
+        C1, C2, p_, q_, "square_loss", epsilon=0.05, solver="PGD", max_iter=20))
+    t_pot, t_nb, ratios = C.time_pair(egw, _patched(egw), repeats=reps)
+    _row(f"ot.gromov.entropic_gromov_wasserstein, n = {n}", t_pot, t_nb,
+         [1.0 / r for r in ratios])
+    np.testing.assert_allclose(t_nb["result"], t_pot["result"], rtol=1e-5, atol=1e-12)
+    prof = cProfile.Profile()
+    prof.runcall(egw)
+    stats = pstats.Stats(prof)
+    total = max(v[3] for v in stats.stats.values())
+    sink = sum(v[3] for k, v in stats.stats.items()
+               if k[2] == "sinkhorn" and k[0].endswith(os.path.join("bregman", "_sinkhorn.py")))
+    print(f"\nentropic GW, unpatched: POT's sinkhorn takes {100 * sink / total:.0f} % of the "
+          "time (the rest is the O(n^3) gradient, unchanged by the patch)")
+
+
+if __name__ == "__main__":
+    main()

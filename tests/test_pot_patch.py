@@ -1,0 +1,204 @@
+"""numbaot.pot: POT's own entry points, patched, give POT's results (POT
+unpatched is the oracle, on the same inputs), and the patch is reversible."""
+import subprocess
+import sys
+import warnings
+
+import numpy as np
+import pytest
+
+from _helpers import ot
+
+import numbaot.pot as npot
+
+
+@pytest.fixture
+def patched_pot():
+    """POT patched for the test; restored (and the counts cleared) after."""
+    npot.stats(reset=True)
+    with npot.patched():
+        yield
+    npot.stats(reset=True)
+
+
+def _clouds(rng, n=30, m=25, d=2):
+    return rng.normal(size=(n, d)), rng.normal(size=(m, d)) + 1.0
+
+
+def _ran_on_numbaot(name):
+    return npot.stats().get(name, {}).get("numbaot", 0) > 0
+
+
+def _both(fn):
+    """fn() unpatched (POT) and patched (numbaot), with numbaot's counts."""
+    assert not npot.is_patched()
+    ref = fn()
+    npot.stats(reset=True)
+    with npot.patched():
+        out = fn()
+        counts = npot.stats(reset=True)
+    return ref, out, counts
+
+
+def test_import_numbaot_does_not_import_pot():
+    code = "import sys, numbaot, numbaot.pot; print('ot' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "False"
+
+
+def test_patch_is_idempotent_and_unpatch_restores_identity():
+    originals = {(m, a): getattr(m, a) for m, a in [
+        (ot, "sinkhorn"), (ot.bregman, "sinkhorn_log"), (ot.da, "sinkhorn"),
+        (ot.gromov._bregman, "sinkhorn"), (ot.solvers._linear, "sinkhorn_log"),
+        (ot.unbalanced, "sinkhorn_unbalanced")]}
+    first = npot.patch()
+    try:
+        assert "ot.da.sinkhorn" in first and "ot.bregman.sinkhorn_log" in first
+        assert first["ot.da.sinkhorn"] == "numbaot.bregman._sinkhorn.sinkhorn"
+        for (m, a), f in originals.items():
+            assert getattr(m, a) is not f and getattr(m, a).__pot_original__ is f
+        # one wrapper per function wherever POT holds it
+        assert ot.da.sinkhorn is ot.sinkhorn is ot.bregman.sinkhorn
+        assert npot.patch() == {}
+        assert npot.is_patched()
+    finally:
+        restored = npot.unpatch()
+    assert "ot.da.sinkhorn" in restored
+    for (m, a), f in originals.items():
+        assert getattr(m, a) is f
+    assert not npot.is_patched() and npot.unpatch() == []
+
+
+def test_context_manager_restores_after_an_exception():
+    original = ot.sinkhorn
+    with pytest.raises(RuntimeError):
+        with npot.patched():
+            assert ot.sinkhorn is not original
+            raise RuntimeError("boom")
+    assert ot.sinkhorn is original
+
+
+def test_fallback_to_pot_for_inputs_numbaot_rejects(rng):
+    # a cost with +inf entries: POT computes a plan (K = 0 there), numbaot refuses it
+    a, b = np.full(4, 0.25), np.full(4, 0.25)
+    M = rng.random((4, 4))
+    M[0, 1] = np.inf
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ref, out, counts = _both(lambda: ot.sinkhorn(a, b, M, 1.0))
+    assert counts["ot.bregman.sinkhorn"] == {"numbaot": 0, "pot": 1}
+    np.testing.assert_array_equal(out, ref)
+
+
+def test_fallback_to_pot_for_non_numpy_arrays(rng, patched_pot):
+    a = [0.5, 0.5]
+    M = np.ma.masked_array(rng.random((2, 2)))      # an ndarray subclass: POT's path
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ot.sinkhorn(a, a, M, 1.0)
+    assert npot.stats()["ot.bregman.sinkhorn"]["pot"] == 1
+
+
+def test_solve(rng):
+    xs, xt = _clouds(rng)
+    M = ot.dist(xs, xt)
+    M /= M.max()
+    ref, out, counts = _both(lambda: ot.solve(M, reg=0.1))
+    assert counts["ot.solvers.solve"]["numbaot"] == 1
+    np.testing.assert_allclose(out.plan, ref.plan, rtol=1e-6, atol=1e-12)
+    np.testing.assert_allclose(out.value, ref.value, rtol=1e-7)
+    ref, out, counts = _both(lambda: ot.solve_sample(xs, xt, reg=0.5))
+    assert counts["ot.solvers.solve_sample"]["numbaot"] == 1
+    np.testing.assert_allclose(out.value, ref.value, rtol=1e-7)
+
+
+@pytest.mark.parametrize("cls, kw", [
+    ("SinkhornTransport", dict(reg_e=0.5)),
+    ("SinkhornLpl1Transport", dict(reg_e=0.5, reg_cl=0.1)),
+    ("UnbalancedSinkhornTransport", dict(reg_e=0.5, reg_m=1.0)),
+])
+def test_domain_adaptation(rng, cls, kw):
+    xs, xt = _clouds(rng)
+    ys = (xs[:, 0] > 0).astype(int)
+
+    def fit():
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            T = getattr(ot.da, cls)(**kw).fit(Xs=xs, ys=ys, Xt=xt)
+            return T.coupling_, T.transform(Xs=xs)
+
+    (G_ref, X_ref), (G, X), counts = _both(fit)
+    assert sum(c["numbaot"] for c in counts.values()) >= 1
+    np.testing.assert_allclose(G, G_ref, rtol=1e-5, atol=1e-10)
+    np.testing.assert_allclose(X, X_ref, rtol=1e-5, atol=1e-8)
+
+
+def test_entropic_gromov_and_fused(rng):
+    xs, xt = _clouds(rng, n=12, m=10)
+    C1, C2 = ot.dist(xs, xs), ot.dist(xt, xt)
+    C1 /= C1.max()
+    C2 /= C2.max()
+    p, q = ot.unif(12), ot.unif(10)
+    M = ot.dist(xs, xt)
+    M /= M.max()
+
+    def run():
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            G = ot.gromov.entropic_gromov_wasserstein(C1, C2, p, q, "square_loss", epsilon=0.1,
+                                                      solver="PGD", max_iter=20)
+            F = ot.gromov.entropic_fused_gromov_wasserstein(M, C1, C2, p, q, "square_loss",
+                                                            epsilon=0.1, solver="PGD",
+                                                            max_iter=20)
+        return G, F
+
+    (G_ref, F_ref), (G, F), counts = _both(run)
+    assert counts["ot.bregman.sinkhorn"]["numbaot"] >= 2
+    np.testing.assert_allclose(G, G_ref, rtol=1e-5, atol=1e-9)
+    np.testing.assert_allclose(F, F_ref, rtol=1e-5, atol=1e-9)
+
+
+def test_co_optimal_transport(rng):
+    X, Y = rng.random((8, 4)), rng.random((7, 3))
+
+    def run():
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return ot.coot.co_optimal_transport(X, Y, epsilon=(0.1, 0.1), nits_bcd=5)
+
+    (pi_s_ref, pi_f_ref), (pi_s, pi_f), counts = _both(run)
+    assert counts["ot.bregman.sinkhorn"]["numbaot"] >= 2
+    np.testing.assert_allclose(pi_s, pi_s_ref, rtol=1e-5, atol=1e-9)
+    np.testing.assert_allclose(pi_f, pi_f_ref, rtol=1e-5, atol=1e-9)
+
+
+def test_free_support_sinkhorn_barycenter(rng):
+    measures = [rng.normal(size=(15, 2)) + k for k in range(2)]
+    weights = [ot.unif(15)] * 2
+    X_init = rng.normal(size=(10, 2))
+
+    def run():
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return ot.bregman.free_support_sinkhorn_barycenter(measures, weights, X_init,
+                                                               reg=0.5, numItermax=5)
+
+    ref, out, counts = _both(run)
+    assert sum(c["numbaot"] for c in counts.values()) >= 1
+    np.testing.assert_allclose(out, ref, rtol=1e-5, atol=1e-8)
+
+
+def test_entropic_partial_wasserstein(rng):
+    xs, xt = _clouds(rng, n=10, m=8)
+    M = ot.dist(xs, xt)
+    M /= M.max()
+    a, b = ot.unif(10), ot.unif(8)
+
+    def run():
+        return ot.partial.entropic_partial_wasserstein(a, b, M, 0.1, m=0.6, numItermax=50)
+
+    ref, out, counts = _both(run)
+    assert counts["ot.partial.entropic_partial_wasserstein"]["numbaot"] == 1
+    np.testing.assert_allclose(out, ref, rtol=1e-6, atol=1e-12)
