@@ -78,7 +78,8 @@ def merge_chunks(Q, active, out):
             continue
         j0 = (kb - k * nb) * _MERGE_COLS
         j1 = min(m, j0 + _MERGE_COLS)
-        out[k, j0:j1] = Q[0, k, j0:j1]
+        for j in range(j0, j1):
+            out[k, j] = Q[0, k, j]
         for c in range(1, n_chunks):
             _axpy(1.0, Q[c], k, out, k, j0, j1 - j0)
 
@@ -296,7 +297,9 @@ def dot_rows(A, i, nr, Y, k, j0, ln, out):
     register-blocked groups of 8, then 4, then one.  With A and Y float32
     (the unbalanced pass's float32 lanes) products and the block's partial
     sums are float32, added into ``out`` (float64)."""
-    r = 0
+    # int64, not the literal 0: Numba would first type (and compile) the
+    # helpers for the offset Literal[int](0), then again for int64
+    r = np.int64(0)
     while r + 8 <= nr:
         _dot8(A, i + r, Y, k, j0, ln, out, r)
         r += 8
@@ -313,7 +316,7 @@ def axpy_rows(w, A, i, nr, Y, k, j0, ln, first=False):
     """Y[k, j0+t] += sum_{r<nr} w[r] * A[i + r, j0+t], rows in groups of 8, 4, 1;
     with ``first`` the first group stores (Y's old values are ignored: no
     zeroing pass before a chunk's first tile)."""
-    r = 0
+    r = np.int64(0)  # not the literal 0 (see dot_rows)
     store = first
     while r + 8 <= nr:
         _axpy8(w, r, A, i + r, Y, k, j0, ln, store)
@@ -376,12 +379,17 @@ def _scale(alpha, E, r, j0, ln):
 # --------------------------------------------------------------------------
 # Multiplicative (Sinkhorn-Knopp) kernels
 # --------------------------------------------------------------------------
-@njit(**_PAR)
+@njit(**_SER)
 def knopp_col_sums(Kmat, u, n_chunks, chunk_rows, Q, q):
-    """q[k, j] = sum_i K[i, j] u[k, i]  (K^T u), row-major sweep."""
+    """q[k, j] = sum_i K[i, j] u[k, i]  (K^T u), row-major sweep.
+
+    Serial (the same chunks, merged in the same order: the same bits as a
+    parallel sweep): it runs once per solve (and after an absorption of the
+    stabilized solver), half an iteration's work, and a parallel loop here
+    cost 1.2-1.4 s of CPU on the first call's compile (issue 23)."""
     n, m = Kmat.shape
     K = u.shape[0]
-    for ch in prange(n_chunks):
+    for ch in range(n_chunks):
         i0 = ch * chunk_rows
         i1 = min(n, i0 + chunk_rows)
         Qc = Q[ch]
@@ -520,10 +528,20 @@ def _all_finite(x):
 
 
 @njit(**_SER)
+def _copy2(dst, src):
+    """dst[:, :] = src for two arrays of one shape, as loops: an array-to-slice
+    assignment makes Numba compile its shape-mismatch message (string
+    formatting, ~2.7 s of CPU on the first compile in a process)."""
+    for k in range(src.shape[0]):
+        for j in range(src.shape[1]):
+            dst[k, j] = src[k, j]
+
+
+@njit(**_SER)
 def _knopp_step_begin(b, q, u, v, uprev, vprev):
     """Save (u, v) and set v = b / q; True when q (= K^T u) has a zero."""
-    uprev[:, :] = u
-    vprev[:, :] = v
+    _copy2(uprev, u)
+    _copy2(vprev, v)
     bad = False
     for k in range(q.shape[0]):
         for j in range(q.shape[1]):
@@ -537,8 +555,8 @@ def _knopp_step_begin(b, q, u, v, uprev, vprev):
 def _knopp_step_failed(u, v, uprev, vprev, bad):
     """POT's check: a zero in K^T u or a NaN/inf in u, v undoes the step."""
     if bad or not _all_finite(u) or not _all_finite(v):
-        u[:, :] = uprev
-        v[:, :] = vprev
+        _copy2(u, uprev)
+        _copy2(v, vprev)
         return True
     return False
 
@@ -623,7 +641,9 @@ def log_col_lse(M, c, u, n_chunks, chunk_rows, out):
                         sh = cm[j]
                         e = fast_exp(c * M[i, j] + uki - sh)
                         cs[j] += e if sh > -np.inf else 0.0
-    for k in prange(K):
+    # the chunk merge, serial: O(n_chunks K m) against the O(n K m) sweep,
+    # and a second parallel loop cost 0.7 s of CPU to compile (issue 23)
+    for k in range(K):
         for j in range(m):
             mx = -np.inf
             for ch in range(n_chunks):
