@@ -157,3 +157,16 @@ def restore_num_threads():
 @pytest.fixture
 def rng():
     return np.random.default_rng(12345)
+
+
+@pytest.fixture
+def abM():
+    """The setup of the adversarial pass (issue 22): a (6,) and b (5,)
+    random normalised histograms, M (6, 5) uniform in [0, 1)."""
+    rng = np.random.default_rng(0)
+    a = rng.random(6)
+    a /= a.sum()
+    b = rng.random(5)
+    b /= b.sum()
+    M = rng.random((6, 5))
+    return a, b, M

@@ -18,15 +18,6 @@ from _helpers import METHODS, METHODS2, assert_raises_naming, ot
 from numbaot import _checks
 
 
-@pytest.fixture
-def abM():
-    rng = np.random.default_rng(0)
-    a = rng.random(6)
-    a /= a.sum()
-    b = rng.random(5)
-    b /= b.sum()
-    M = rng.random((6, 5))
-    return a, b, M
 
 
 class Unchanged:

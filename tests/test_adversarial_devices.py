@@ -10,14 +10,6 @@ import numbaot
 from numbaot.bregman import barycenter
 
 
-@pytest.fixture
-def problem():
-    rng = np.random.default_rng(0)
-    a = rng.random(6)
-    a /= a.sum()
-    b = rng.random(5)
-    b /= b.sum()
-    return a, b, rng.random((6, 5))
 
 
 def _call_unchanged(device, fn, arrays, *args, kw_arrays=None, **kwargs):
@@ -35,8 +27,8 @@ def _call_unchanged(device, fn, arrays, *args, kw_arrays=None, **kwargs):
 
 
 @pytest.mark.parametrize("method", ["sinkhorn", "sinkhorn_log"])
-def test_nan_in_M(device, problem, method):
-    a, b, M = problem
+def test_nan_in_M(device, abM, method):
+    a, b, M = abM
     M = M.copy()
     M[2, 3] = np.nan
     with pytest.raises(ValueError, match="M contains NaN or inf"):
@@ -44,14 +36,14 @@ def test_nan_in_M(device, problem, method):
 
 
 @pytest.mark.parametrize("method", ["sinkhorn", "sinkhorn_log"])
-def test_unequal_masses(device, problem, method):
-    a, b, M = problem
+def test_unequal_masses(device, abM, method):
+    a, b, M = abM
     with pytest.raises(ValueError, match=r"a and b must have the same \(finite\) total mass"):
         _call_unchanged(device, numbaot.sinkhorn2, [a, 1.5 * b, M], 0.1, method=method)
 
 
-def test_nan_warmstart(device, problem):
-    a, b, M = problem
+def test_nan_warmstart(device, abM):
+    a, b, M = abM
     warm = (np.full(6, np.nan), np.zeros(5))
     with pytest.raises(ValueError, match="warmstart"):
         _call_unchanged(device, numbaot.sinkhorn2, [a, b, M], 0.1, method="sinkhorn_log",
@@ -59,14 +51,14 @@ def test_nan_warmstart(device, problem):
 
 
 @pytest.mark.parametrize("stopThr", [np.nan, -1.0])
-def test_bad_stop_threshold(device, problem, stopThr):
-    a, b, M = problem
+def test_bad_stop_threshold(device, abM, stopThr):
+    a, b, M = abM
     with pytest.raises(ValueError, match="stopThr"):
         _call_unchanged(device, numbaot.sinkhorn, [a, b, M], 0.1, stopThr=stopThr)
 
 
-def test_iteration_count_beyond_int64(device, problem):
-    a, b, M = problem
+def test_iteration_count_beyond_int64(device, abM):
+    a, b, M = abM
     with pytest.raises(ValueError, match="numItermax"):
         _call_unchanged(device, numbaot.sinkhorn, [a, b, M], 0.1, numItermax=2 ** 63)
 
@@ -82,16 +74,16 @@ def test_barycenter_weights(device, weights):
         _call_unchanged(device, barycenter, [H, M], 0.1, kw_arrays={"weights": weights})
 
 
-def test_unbalanced_reference_measure_without_mass(device, problem):
-    a, b, M = problem
+def test_unbalanced_reference_measure_without_mass(device, abM):
+    a, b, M = abM
     c = np.zeros((6, 5))
     with pytest.raises(ValueError, match=r"c \(the reference measure\) has an all-zero row"):
         _call_unchanged(device, numbaot.sinkhorn_unbalanced2, [a, b, M], 0.1, 1.0,
                         kw_arrays={"c": c})
 
 
-def test_tau_zero(device, problem):
-    a, b, M = problem
+def test_tau_zero(device, abM):
+    a, b, M = abM
     with pytest.raises(ValueError, match="tau"):
         _call_unchanged(device, numbaot.sinkhorn2, [a, b, M], 0.1,
                         method="sinkhorn_stabilized", tau=0.0)

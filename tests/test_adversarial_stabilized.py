@@ -18,19 +18,9 @@ import numbaot
 import numbaot.bregman._stabilized as stabilized_module
 from numbaot.gradients import sinkhorn2_value_and_grad
 
-TRUE_VALUE = 0.2211  # <P, M> of the entropic plan of the issue's problem, reg = 0.1
+TRUE_VALUE = 0.2211  # <P, M> of the entropic plan of the issue's abM, reg = 0.1
 
 
-@pytest.fixture
-def problem():
-    """The issue's problem: a (6,), b (5,) random histograms, M (6, 5)."""
-    rng = np.random.default_rng(0)
-    a = rng.random(6)
-    a /= a.sum()
-    b = rng.random(5)
-    b /= b.sum()
-    M = rng.random((6, 5))
-    return a, b, M
 
 
 def _copies(*xs):
@@ -53,8 +43,8 @@ def _pot_log_plan(a, b, M, reg):
 # 1. tau <= 0 (and a tau the scalings always exceed)
 # --------------------------------------------------------------------------
 @pytest.mark.parametrize("tau", [0.0, -1.0, np.inf, np.nan])
-def test_tau_not_positive_finite_is_refused(problem, tau):
-    a, b, M = problem
+def test_tau_not_positive_finite_is_refused(abM, tau):
+    a, b, M = abM
     orig = _copies(a, b, M)
     with pytest.raises(ValueError, match="tau must be a finite number > 0"):
         numbaot.sinkhorn2(a, b, M, 0.1, method="sinkhorn_stabilized", tau=tau)
@@ -65,10 +55,10 @@ def test_tau_not_positive_finite_is_refused(problem, tau):
     _assert_unchanged(orig, (a, b, M))
 
 
-def test_tau_zero_pot_returns_a_wrong_value_silently(problem):
+def test_tau_zero_pot_returns_a_wrong_value_silently(abM):
     """POT's behaviour that the refusal replaces: tau = 0 absorbs at every
     iteration and resets the scalings to 1/dim, which is no Sinkhorn step."""
-    a, b, M = problem
+    a, b, M = abM
     true = ot.sinkhorn2(a, b, M, 0.1)
     assert abs(true - TRUE_VALUE) < 1e-4
     with warnings.catch_warnings():
@@ -77,11 +67,11 @@ def test_tau_zero_pot_returns_a_wrong_value_silently(problem):
     assert abs(pot - 0.0074) < 1e-4 and abs(pot - true) > 0.2
 
 
-def test_tau_below_the_scalings_warns(problem):
+def test_tau_below_the_scalings_warns(abM):
     """A positive tau that the scalings exceed at every iteration (here 1):
     numbaot returns POT's (non-converged) value with a warning that names
     tau; POT returns the same wrong value silently."""
-    a, b, M = problem
+    a, b, M = abM
     orig = _copies(a, b, M)
     with pytest.warns(UserWarning, match="absorbed the scalings at every iteration: tau=1"):
         got = numbaot.sinkhorn2(a, b, M, 0.1, method="sinkhorn_stabilized", tau=1.0)
@@ -96,8 +86,8 @@ def test_tau_below_the_scalings_warns(problem):
 # --------------------------------------------------------------------------
 # 2. print_period = 0
 # --------------------------------------------------------------------------
-def test_print_period_zero_is_refused(problem):
-    a, b, M = problem
+def test_print_period_zero_is_refused(abM):
+    a, b, M = abM
     orig = _copies(a, b, M)
     with pytest.raises(ValueError, match="print_period must be an integer >= 1"):
         numbaot.sinkhorn2(a, b, M, 0.1, method="sinkhorn_stabilized", print_period=0)
@@ -117,8 +107,8 @@ def test_print_period_zero_is_refused(problem):
 # 3. small problems iterate serially (NumPy); same results as the kernels
 # --------------------------------------------------------------------------
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
-def test_serial_path_matches_parallel_kernels_and_pot(problem, monkeypatch, dtype):
-    a, b, M = (x.astype(dtype) for x in problem)
+def test_serial_path_matches_parallel_kernels_and_pot(abM, monkeypatch, dtype):
+    a, b, M = (x.astype(dtype) for x in abM)
     assert stabilized_module._serial(1, 6, 5)  # the issue's problem runs serially
     kw = dict(reg=0.05, log=True)
     G_ser, log_ser = numbaot.sinkhorn_stabilized(a, b, M, **kw)
@@ -136,8 +126,8 @@ def test_serial_path_matches_parallel_kernels_and_pot(problem, monkeypatch, dtyp
     np.testing.assert_allclose(G_ser, G_pot, **tol)
 
 
-def test_serial_path_2d_b_and_paired(problem, monkeypatch):
-    a, b, M = problem
+def test_serial_path_2d_b_and_paired(abM, monkeypatch):
+    a, b, M = abM
     B = np.stack([b, b[::-1]], axis=1)
     A = np.stack([a, a[::-1]], axis=1)
     ser = numbaot.sinkhorn2(a, B, M, 0.1, method="sinkhorn_stabilized")
@@ -164,10 +154,10 @@ def _subnormal(w):
 
 @pytest.mark.parametrize("reg", [0.1, 0.01])
 @pytest.mark.parametrize("side", ["a", "b"])
-def test_subnormal_weight(problem, side, reg):
+def test_subnormal_weight(abM, side, reg):
     """A valid subnormal weight: numbaot's plans are finite and equal POT's
     log-domain plan; POT's epsilon scaling returns inf / NaN entries."""
-    a, b, M = problem
+    a, b, M = abM
     if side == "a":
         a = _subnormal(a)
     else:
@@ -187,11 +177,11 @@ def test_subnormal_weight(problem, side, reg):
 
 
 @pytest.mark.parametrize("which", ["a", "b", "ab"])
-def test_zero_weights_with_absorption(problem, which):
+def test_zero_weights_with_absorption(abM, which):
     """Zero weights at a small reg (the scalings are absorbed): numbaot
     leaves those bins out of the iteration (finite plan, zero rows /
     columns, log-scalings -inf there); POT turns them into NaN (0 / 0)."""
-    a, b, M = problem
+    a, b, M = abM
     if "a" in which:
         a = a.copy()
         a[1] = 0.0
@@ -228,12 +218,12 @@ def test_zero_weights_with_absorption(problem, which):
 
 
 @pytest.mark.parametrize("shift", [40.0, 1e4])
-def test_kernel_rows_underflowing(problem, shift):
+def test_kernel_rows_underflowing(abM, shift):
     """exp(-M / reg) underflows on a whole row and a whole column (M shifted
     there by a constant, which leaves the plan unchanged): numbaot re-bases
     them on the soft c-transform and returns the plan of the unshifted
     problem; POT returns NaN ("Numerical errors")."""
-    a, b, M0 = problem
+    a, b, M0 = abM
     M = M0.copy()
     M[2] += shift
     M[:, 4] += 2 * shift
@@ -253,8 +243,8 @@ def test_kernel_rows_underflowing(problem, shift):
 # --------------------------------------------------------------------------
 # 5. numInnerItermax = 0
 # --------------------------------------------------------------------------
-def test_num_inner_itermax_zero_is_refused(problem):
-    a, b, M = problem
+def test_num_inner_itermax_zero_is_refused(abM):
+    a, b, M = abM
     orig = _copies(a, b, M)
     with pytest.raises(ValueError, match="numInnerItermax must be an integer >= 1"):
         numbaot.sinkhorn_epsilon_scaling(a, b, M, 0.1, numInnerItermax=0)
@@ -270,8 +260,8 @@ def test_num_inner_itermax_zero_is_refused(problem):
 # 6. |M| / reg overflowing in the gradient call
 # --------------------------------------------------------------------------
 @pytest.mark.parametrize("method", ["sinkhorn", "sinkhorn_log"])
-def test_value_and_grad_cost_scale_overflow(problem, method):
-    a, b, _ = problem
+def test_value_and_grad_cost_scale_overflow(abM, method):
+    a, b, _ = abM
     M = np.full((6, 5), 1e308)
     orig = _copies(a, b, M)
     with pytest.raises(ValueError, match=r"M / reg is too large"):
@@ -292,8 +282,8 @@ def test_value_and_grad_cost_scale_overflow(problem, method):
 # --------------------------------------------------------------------------
 # 8. non-finite results are never silent
 # --------------------------------------------------------------------------
-def test_warm_start_must_be_finite_at_positive_weights(problem):
-    a, b, M = problem
+def test_warm_start_must_be_finite_at_positive_weights(abM):
+    a, b, M = abM
     alpha, beta = np.zeros(6), np.zeros(5)
     alpha[2] = np.nan
     with pytest.raises(ValueError, match=r"warmstart\[0\] must be finite"):
@@ -304,10 +294,10 @@ def test_warm_start_must_be_finite_at_positive_weights(problem):
         numbaot.sinkhorn_stabilized(a, b, M, 0.1, warmstart=(np.zeros(5), beta))
 
 
-def test_huge_warm_start_potentials_recover(problem):
+def test_huge_warm_start_potentials_recover(abM):
     """Potentials that make the kernel overflow (exp(1e4)) are re-based as
     vanishing ones are: the plan is finite and POT's log-domain plan."""
-    a, b, M = problem
+    a, b, M = abM
     alpha, beta = np.full(6, 100.0), np.full(5, 900.0)
     G = numbaot.sinkhorn_stabilized(a, b, M, 0.1, warmstart=(alpha, beta))
     assert np.all(np.isfinite(G))

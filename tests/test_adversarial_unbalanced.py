@@ -15,16 +15,6 @@ from numbaot.gradients import empirical_sinkhorn2_value_and_grad
 from numbaot.unbalanced import barycenter_unbalanced
 
 
-@pytest.fixture
-def problem():
-    """The setup of the issue: a (6,), b (5,) normalised, M (6, 5) in [0, 1)."""
-    rng = np.random.default_rng(0)
-    a = rng.random(6)
-    a /= a.sum()
-    b = rng.random(5)
-    b /= b.sum()
-    M = rng.random((6, 5))
-    return a, b, M
 
 
 @pytest.fixture
@@ -58,8 +48,8 @@ def _record(fn, *args, **kwargs):
 # ---------------------------------------------------------------------------
 @pytest.mark.parametrize("method", ["sinkhorn", "sinkhorn_log", "sinkhorn_stabilized",
                                     "sinkhorn_translation_invariant"])
-def test_zero_reference_measure_is_refused(problem, method):
-    a, b, M = problem
+def test_zero_reference_measure_is_refused(abM, method):
+    a, b, M = abM
     c = np.zeros((6, 5))
     before = _frozen(a, b, M, c)
     with pytest.raises(ValueError, match=r"c \(the reference measure\) has an all-zero row 0"):
@@ -72,8 +62,8 @@ def test_zero_reference_measure_is_refused(problem, method):
         assert any("Numerical errors" in m for m in msgs)
 
 
-def test_zero_column_of_reference_measure_is_refused(problem):
-    a, b, M = problem
+def test_zero_column_of_reference_measure_is_refused(abM):
+    a, b, M = abM
     c = np.ones((6, 5))
     c[:, 3] = 0.0
     with pytest.raises(ValueError, match=r"all-zero column 3 where b\[3\] > 0"):
@@ -81,9 +71,9 @@ def test_zero_column_of_reference_measure_is_refused(problem):
 
 
 @pytest.mark.parametrize("method", ["sinkhorn", "sinkhorn_log"])
-def test_zeros_of_reference_measure_force_zeros_of_the_plan(problem, method):
+def test_zeros_of_reference_measure_force_zeros_of_the_plan(abM, method):
     """Isolated zeros of c are allowed (as POT): the plan is 0 there."""
-    a, b, M = problem
+    a, b, M = abM
     c = np.ones((6, 5))
     c[0, 0] = c[3, 2] = 0.0
     G = numbaot.sinkhorn_unbalanced(a, b, M, 0.1, 1.0, method=method, c=c)
@@ -92,8 +82,8 @@ def test_zeros_of_reference_measure_force_zeros_of_the_plan(problem, method):
     np.testing.assert_allclose(G, Gp, rtol=1e-4, atol=1e-12)
 
 
-def test_zero_row_of_reference_measure_where_a_vanishes_is_allowed(problem):
-    a, b, M = problem
+def test_zero_row_of_reference_measure_where_a_vanishes_is_allowed(abM):
+    a, b, M = abM
     a = a.copy()
     a[1] = 0.0
     c = np.ones((6, 5))
@@ -307,8 +297,8 @@ def test_empty_point_cloud(clouds, fn, lazy):
 
 
 @pytest.mark.parametrize("reg_m", [0.0, (0.0, 1.0), (1.0, 0.0)])
-def test_translation_invariant_reg_m_zero(problem, reg_m):
-    a, b, M = problem
+def test_translation_invariant_reg_m_zero(abM, reg_m):
+    a, b, M = abM
     with pytest.raises(ValueError, match="reg_m must be > 0 on both sides"):
         numbaot.sinkhorn_unbalanced(a, b, M, 0.1, reg_m, method="sinkhorn_translation_invariant")
     with pytest.raises(ZeroDivisionError):  # POT
@@ -340,8 +330,8 @@ def test_integer_point_clouds(lazy):
 # ---------------------------------------------------------------------------
 # 7. the translation-invariant solver at a huge reg_m
 # ---------------------------------------------------------------------------
-def test_translation_invariant_huge_reg_m(problem):
-    a, b, M = problem
+def test_translation_invariant_huge_reg_m(abM):
+    a, b, M = abM
     G, msgs = _record(numbaot.sinkhorn_unbalanced, a, b, M, 0.1, 1e20,
                       method="sinkhorn_translation_invariant")
     assert np.all(np.isfinite(G))
@@ -402,8 +392,8 @@ def test_point_cloud_scale_limit_is_on_cost_over_reg(clouds):
 # ---------------------------------------------------------------------------
 @pytest.mark.parametrize("method", ["sinkhorn", "sinkhorn_log", "sinkhorn_stabilized",
                                     "sinkhorn_translation_invariant"])
-def test_unbalanced_cost_scale(problem, method):
-    a, b, M = problem
+def test_unbalanced_cost_scale(abM, method):
+    a, b, M = abM
     Mb = M * 1e17
     with pytest.raises(ValueError, match=r"M / reg is too large"):
         numbaot.sinkhorn_unbalanced2(a, b, Mb, 0.1, 1.0, method=method, returnCost="total")
