@@ -2,9 +2,11 @@
 
 ``knopp_solve`` / ``log_solve`` run ``numbaot.cpu.sinkhorn`` or
 ``numbaot.cuda.sinkhorn`` (same launcher contract: ``KnoppState``,
-``knopp_steps``, ``knopp_error``, ``knopp_scalings``, ``knopp_loss``,
-``knopp_plan`` and their ``log_`` counterparts) under the control flow of
-``numbaot._loops``; ``knopp_outputs`` / ``log_outputs`` shape the results as
+``knopp_steps``, ``knopp_solve_small``, ``knopp_error``, ``knopp_scalings``,
+``knopp_loss``, ``knopp_plan`` and their ``log_`` counterparts) under the
+control flow of ``numbaot._loops``; a small problem on the CPU runs the
+whole loop in one compiled call (``knopp_solve_small``), whose record goes
+through the same report (warnings, verbose table, log); ``knopp_outputs`` / ``log_outputs`` shape the results as
 POT does.  Shared by ``numbaot.bregman``, ``numbaot.gradients`` and the
 point-cloud solvers; validation happens before (``numbaot._checks``), except
 the checks that need ``reg`` with the problem (equal masses, the scale of
@@ -13,7 +15,8 @@ every caller has them.
 """
 import numpy as np
 
-from . import _checks, _dispatch, _loops
+from . import _checks, _config, _dispatch, _loops
+from .cpu import _small
 
 
 def backend(P):
@@ -71,8 +74,11 @@ def knopp_solve(P, reg, numItermax, stopThr, verbose, log, warn, warmstart):
     be = backend(P)
     u, v = _loops.knopp_start(P, warmstart)
     st = be.KnoppState(P.M, -1.0 / reg, P.a, P.b, u, v)
-    errs, ii = _loops.knopp_loop(lambda n: be.knopp_steps(st, n), lambda: be.knopp_error(st),
-                                 P.dtype, numItermax, stopThr, verbose, log, warn)
+    record = be.knopp_solve_small(st, numItermax, stopThr)
+    if record is None:
+        record = _loops.knopp_iterate(lambda n: be.knopp_steps(st, n),
+                                      lambda: be.knopp_error(st), P.dtype, numItermax, stopThr)
+    errs, ii = _loops.knopp_report(record, P.dtype, verbose, log, warn)
     return be, st, errs, ii
 
 
@@ -101,8 +107,13 @@ def log_solve(P, reg, numItermax, stopThr, warmstart):
     be = backend(P)
     loga, logb, u, v = _loops.log_start(P, warmstart)
     st = be.LogState(P.M, -1.0 / reg, loga, logb, P.b, u, v)
-    res = _loops.log_loop(lambda n, active: be.log_steps(st, n, active),
-                          lambda: be.log_errors(st), P.n_problems, P.dtype, numItermax, stopThr)
+    record = be.log_solve_small(st, numItermax, stopThr)
+    if record is not None:
+        res = _loops.log_record(*record, P.dtype)
+    else:
+        res = _loops.log_loop(lambda n, active: be.log_steps(st, n, active),
+                              lambda: be.log_errors(st), P.n_problems, P.dtype, numItermax,
+                              stopThr)
     return be, st, res
 
 
@@ -123,3 +134,85 @@ def log_outputs(P, solved, log, want_loss):
 
     return _outputs(P, lambda: be.log_loss(st), lambda: be.log_plan(st), log, want_loss,
                     log_dict)
+
+
+# --------------------------------------------------------------------------
+# the one-call path of a plain small problem (issue 23): no Problem, no state
+# --------------------------------------------------------------------------
+#: dtypes of the one-call path, with their relative mass tolerance
+#: (``_checks.mass_tolerance``)
+_FAST_TOL = {np.dtype(t): _checks.mass_tolerance(np.dtype(t)) for t in (np.float64, np.float32)}
+
+
+def _fast_tol(a, b, M, reg, numItermax, stopThr, warmstart):
+    """The mass tolerance when (a, b, M, ...) is a plain small problem for
+    :func:`fast_solve`: NumPy arrays of one dtype (float64 or float32), 1-D
+    weights of the right lengths, M of at most ``_config.SMALL_MAX_ENTRIES``
+    entries, reg > 0 and
+    stopThr >= 0 real, an int numItermax within ``_config.SMALL_MAX_ITER``,
+    no warm start; else None.  The values are screened in the compiled call
+    (``numbaot.cpu._small``); anything this or the screen refuses takes the
+    full path (``numbaot._checks``), which raises where the input is bad."""
+    if (warmstart is not None or type(M) is not np.ndarray or type(a) is not np.ndarray
+            or type(b) is not np.ndarray):
+        return None
+    dt = M.dtype
+    tol = _FAST_TOL.get(dt)
+    if tol is None or a.dtype != dt or b.dtype != dt or M.ndim != 2 or a.ndim != 1 or b.ndim != 1:
+        return None
+    n, m = M.shape
+    if (a.shape[0] != n or b.shape[0] != m or n == 0 or m == 0
+            or n * m > _config.SMALL_MAX_ENTRIES):
+        return None
+    if type(numItermax) is not int or not 0 <= numItermax <= _config.SMALL_MAX_ITER:
+        return None
+    if not (isinstance(reg, (float, int)) and isinstance(stopThr, (float, int))):
+        return None
+    if type(reg) is bool or type(stopThr) is bool or not (0 < reg < np.inf and stopThr >= 0):
+        return None
+    return tol
+
+
+def _plain(x):
+    """``x`` as a C-contiguous writeable array (a copy if it is not one, as
+    ``_checks.kernel_array``: Numba would compile the kernels again for a
+    read-only or strided array)."""
+    f = x.flags
+    return x if f.c_contiguous and f.writeable else np.array(x, order="C")
+
+
+def fast_solve(method, a, b, M, reg, numItermax, stopThr, verbose, log, warn, warmstart,
+               want_loss):
+    """POT's ``sinkhorn_knopp`` (``method='sinkhorn'``) or ``sinkhorn_log``
+    on a plain small problem (:func:`_fast_tol`) in one compiled call
+    (``numbaot.cpu._small``): validation screen, solve, plan or loss.
+    Returns the outputs as the full path would (plan or loss, and the log
+    dict), or None when the call must take the full path."""
+    tol = _fast_tol(a, b, M, reg, numItermax, stopThr, warmstart)
+    if tol is None:
+        return None
+    a, b, M = _plain(a), _plain(b), _plain(M)
+    dt = M.dtype
+    n, m = M.shape
+    errs = np.empty(numItermax // 10 + 1)
+    plan = np.empty((n, m), dtype=dt)
+    u, v = np.empty(n), np.empty(m)
+    call = _small.knopp_small_call if method == "sinkhorn" else _small.log_small_call
+    ok, ii, ne, status, loss = call(M, a, b, float(reg), numItermax, float(stopThr), tol,
+                                    _checks.COST_SCALE_MAX, want_loss, errs, plan, u, v)
+    if not ok:
+        return None
+    res = dt.type(loss) if want_loss else plan
+    if method == "sinkhorn":
+        err_list, ii = _loops.knopp_report((errs[:ne], ii, status), dt, verbose, log, warn)
+        if not log:
+            return res
+        return res, {"err": err_list, "niter": ii, "u": np.asarray(u, dtype=dt),
+                     "v": np.asarray(v, dtype=dt)}
+    rec = _loops.log_record(errs.reshape(1, -1), [ne], [ii], [status], dt)
+    _loops.log_report_one(rec, verbose, warn)
+    if not log:
+        return res
+    log_u, log_v = np.asarray(u, dtype=dt), np.asarray(v, dtype=dt)
+    return res, {"err": rec["errs"][0], "niter": ii, "log_u": log_u, "log_v": log_v,
+                 "u": np.exp(log_u), "v": np.exp(log_v)}

@@ -32,6 +32,21 @@ CACHE = (os.environ.get("NUMBAOT_CACHE", "1").strip() != "0"
 #: float division by zero return inf/nan (as NumPy, and POT) instead of raising.
 JIT_OPTIONS = dict(cache=CACHE, fastmath=FASTMATH, error_model="numpy", nogil=True)
 
+#: Small problems in one compiled call (issue 23): a dense solve whose
+#: matrix work per iteration, dim_a x dim_b x n_problems entries, is at most
+#: this runs start to finish (every iteration, POT's convergence checks and
+#: failure rule) inside one serial compiled function: no Python per block of
+#: iterations and no parallel-region launch, whose wake-up of the worker
+#: threads costs more than the arithmetic at these sizes and stalls behind
+#: any other thread pool (OpenBLAS, a training loop) that keeps the cores
+#: busy.  Measured: see BENCHMARKS.md, "Small problems".
+SMALL_MAX_ENTRIES = 1 << 17
+
+#: The compiled small-problem solvers keep every check's error in a buffer
+#: of numItermax // 10 + 1 entries; above this numItermax the solve takes
+#: the blocked path instead (its Python loop needs no buffer).
+SMALL_MAX_ITER = 10**7
+
 #: Rows of the matrix are split into at most this many fixed chunks; each chunk
 #: owns private column accumulators that are merged in chunk order.  The split
 #: depends only on the number of rows, so results are bit-identical for any

@@ -6,12 +6,15 @@ checked, what goes into ``log['err']``, what is printed with
 ``verbose=True``, when the loop stops, and which warning is issued.  Each
 stopping rule is here once:
 
-* :func:`knopp_loop`: balanced Sinkhorn-Knopp, error every 10 iterations
+* :func:`knopp_iterate` / :func:`knopp_report` (together
+  :func:`knopp_loop`): balanced Sinkhorn-Knopp, error every 10 iterations
   (``ot.bregman.sinkhorn_knopp``), failure/replay of a numerically broken
-  step;
+  step; the report also serves the compiled small-problem runs, which make
+  the same record;
 * :func:`log_loop`: log-domain Sinkhorn with a stopping test per problem
-  (``ot.bregman.sinkhorn_log`` loops over the columns of a 2-D ``b``), and
-  :func:`log_report` for its verbose table and warnings;
+  (``ot.bregman.sinkhorn_log`` loops over the columns of a 2-D ``b``),
+  :func:`log_record` for the same result from a compiled small-problem run,
+  and :func:`log_report` for its verbose table and warnings;
 * :func:`periodic_loop`: barycenters (error at ``ii % 10 == 1``,
   ``ot.bregman.barycenter_sinkhorn``) and convolutional barycenters (error at
   ``ii % 10 == 9``, ``ot.bregman.convolutional_barycenter2d``).
@@ -91,34 +94,58 @@ def blocks(numItermax, period):
         ii = stop
 
 
-def knopp_loop(run, error, dtype, numItermax, stopThr, verbose, log, warn):
+#: how a Sinkhorn-Knopp run ended (:func:`knopp_iterate`; the compiled
+#: small-problem runs of ``numbaot.cpu._small`` return the same codes)
+RAN_OUT, CONVERGED, FAILED = 0, 1, 2
+
+
+def knopp_iterate(run, error, dtype, numItermax, stopThr):
     """POT's Sinkhorn-Knopp control flow, for both devices: ``run(n)`` makes
     up to n iterations and returns (done, failed); ``error()`` is the 2-norm
-    of the column-marginal violation (all problems together).  Returns the
-    error list and the last iteration index."""
+    of the column-marginal violation (all problems together), taken at
+    ii % 10 == 0 and compared with stopThr in the result ``dtype`` (POT's
+    arithmetic).  Returns the record (errors at the checks, float64 list;
+    last iteration index; ``RAN_OUT`` / ``CONVERGED`` / ``FAILED``) that
+    :func:`knopp_report` turns into POT's outputs."""
     errs = []
     ii = 0
-    completed = True
     for start, stop in blocks(numItermax, 10):
         done, failed = run(stop - start)
         if failed:
-            ii = start + done
-            warnings.warn(KNOPP_NUMERICAL_ERRORS % ii)
-            completed = False
-            break
+            return errs, start + done, FAILED
         ii = stop - 1
         if ii % 10 == 0:
             err = err_scalar(error(), dtype)
-            if log:
-                errs.append(err)
+            errs.append(err)
             if err < stopThr:
-                completed = False
-                break
-            if verbose:
-                print_header_and_row(ii, err, 200)
-    if completed and warn:
+                return errs, ii, CONVERGED
+    return errs, ii, RAN_OUT
+
+
+def knopp_report(record, dtype, verbose, log, warn):
+    """POT's verbose table, warnings and ``log['err']`` of a Sinkhorn-Knopp
+    run ``record`` (:func:`knopp_iterate`, or the compiled small-problem
+    run): "Warning: numerical errors at iteration %d" on a failure, the
+    table's row of every check that did not stop the run, "Sinkhorn did not
+    converge" (if ``warn``) when numItermax ran out.  Returns (the error
+    list, in ``dtype`` scalars when ``log``, else empty; last iteration)."""
+    errs, ii, status = record
+    if status == FAILED:
+        warnings.warn(KNOPP_NUMERICAL_ERRORS % ii)
+    if verbose:
+        shown = len(errs) - 1 if status == CONVERGED else len(errs)
+        for k in range(shown):
+            print_header_and_row(10 * k, err_scalar(errs[k], dtype), 200)
+    if status == RAN_OUT and warn:
         warnings.warn(NOT_CONVERGED)
-    return errs, ii
+    return (list(np.asarray(errs, dtype=dtype)) if log else []), ii
+
+
+def knopp_loop(run, error, dtype, numItermax, stopThr, verbose, log, warn):
+    """:func:`knopp_iterate` then :func:`knopp_report`: returns the error
+    list and the last iteration index."""
+    return knopp_report(knopp_iterate(run, error, dtype, numItermax, stopThr), dtype, verbose,
+                        log, warn)
 
 
 def log_loop(run, errors, n_problems, dtype, numItermax, stopThr):
@@ -151,6 +178,17 @@ def log_loop(run, errors, n_problems, dtype, numItermax, stopThr):
     return dict(errs=errs, checks=checks, niter=niter, converged=converged)
 
 
+def log_record(errs, n_errs, niter, converged, dtype):
+    """:func:`log_loop`'s result from the arrays of a compiled run (the
+    small-problem path of ``numbaot.cpu.sinkhorn.log_solve_small``): errors
+    (n_problems, >= n_checks), checks per problem, last iterations,
+    converged flags.  The checks are at ii = 0, 10, 20, ..."""
+    n_problems = len(n_errs)
+    return dict(errs=[list(errs[k, :n_errs[k]].astype(dtype)) for k in range(n_problems)],
+                checks=[list(range(0, 10 * int(n_errs[k]), 10)) for k in range(n_problems)],
+                niter=[int(x) for x in niter], converged=[bool(x) for x in converged])
+
+
 def log_warn(P, warn):
     """Whether the log-domain solver warns: POT's ``sinkhorn_log`` loops over
     the columns of a 2-D ``b`` without passing ``warn`` on, so those calls
@@ -163,11 +201,16 @@ def log_report(P, st, verbose, warn):
     """Verbose tables and warnings of :func:`log_loop`'s result, in POT's
     order (one problem after another)."""
     for k in range(P.n_problems):
-        if verbose:
-            for ii, err in zip(st["checks"][k], st["errs"][k]):
-                print_header_and_row(ii, err, 200)
-        if warn and not st["converged"][k]:
-            warnings.warn(NOT_CONVERGED)
+        log_report_one(st, verbose, warn, k)
+
+
+def log_report_one(st, verbose, warn, k=0):
+    """:func:`log_report` for problem ``k`` of the result ``st``."""
+    if verbose:
+        for ii, err in zip(st["checks"][k], st["errs"][k]):
+            print_header_and_row(ii, err, 200)
+    if warn and not st["converged"][k]:
+        warnings.warn(NOT_CONVERGED)
 
 
 def periodic_loop(run, dtype, numItermax, stopThr, verbose, log, warn, *, check_at,

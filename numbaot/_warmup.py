@@ -7,6 +7,7 @@ so that a container build or an install script pays the compilation once and
 later processes only load the cached machine code.  ``python -m numbaot
 warmup`` does the same from a shell.
 """
+import contextlib
 import sys
 import time
 import warnings
@@ -30,12 +31,29 @@ def _problem(dtype, n=5, m=4, n_hists=None):
     return a.astype(dtype), b.astype(dtype), M.astype(dtype), x.astype(dtype), y.astype(dtype)
 
 
+@contextlib.contextmanager
+def _blocked_path():
+    """Every problem takes the blocked (parallel) path for a while: the
+    warm-up's tiny problems otherwise only reach the small-problem kernels
+    (``_config.SMALL_MAX_ENTRIES``)."""
+    from . import _config
+    saved = _config.SMALL_MAX_ENTRIES
+    _config.SMALL_MAX_ENTRIES = -1
+    try:
+        yield
+    finally:
+        _config.SMALL_MAX_ENTRIES = saved
+
+
 def _sinkhorn(dtype, method):
     import numbaot
-    for n_hists in (None, 3):
-        a, b, M, _, _ = _problem(dtype, n_hists=n_hists)
-        numbaot.sinkhorn(a, b, M, 0.5, method=method, numItermax=20, log=True)
-        numbaot.sinkhorn2(a, b, M, 0.5, method=method, numItermax=20)
+    for path in (contextlib.nullcontext, _blocked_path):
+        with path():
+            for n_hists in (None, 3):
+                a, b, M, _, _ = _problem(dtype, n_hists=n_hists)
+                numbaot.sinkhorn(a, b, M, 0.5, method=method, numItermax=20, log=True)
+                numbaot.sinkhorn2(a, b, M, 0.5, method=method, numItermax=20)
+            numbaot.sinkhorn(list(a), list(b), M, 0.5, method=method, numItermax=20)
 
 
 def _unbalanced(dtype):
@@ -66,7 +84,9 @@ def _empirical(dtype):
 def _value_and_grad(dtype):
     import numbaot
     a, b, M, _, _ = _problem(dtype)
-    numbaot.sinkhorn2_value_and_grad(a, b, M, 0.5, numItermax=20)
+    for path in (contextlib.nullcontext, _blocked_path):
+        with path():
+            numbaot.sinkhorn2_value_and_grad(a, b, M, 0.5, numItermax=20)
 
 
 def _empirical_value_and_grad(dtype):
@@ -197,7 +217,10 @@ def warmup(functions=None, dtypes=("float64", "float32"), verbose=True):
 
     Notes
     -----
-    The kernels are specialised on dtype, dimensionality and memory layout:
+    Balanced Sinkhorn runs small problems through serial one-call kernels
+    and larger ones through the blocked parallel kernels; the warm-up
+    compiles both.  The kernels are specialised on dtype, dimensionality and
+    memory layout:
     the warm-up covers C-contiguous NumPy inputs of the listed dtypes (what
     the solvers see after their own conversion of any other layout).  The
     Sinkhorn operator's kernels are also specialised on the matrix size; the

@@ -136,6 +136,10 @@ def sinkhorn_knopp(a, b, M, reg, numItermax=1000, stopThr=1e-9, verbose=False,
     [[0.333 0.067 0.   ]
      [0.    0.267 0.333]]
     """
+    res = _balanced.fast_solve("sinkhorn", a, b, M, reg, numItermax, stopThr, verbose, log, warn,
+                               warmstart, want_loss=False)
+    if res is not None:
+        return res
     P = prepare_problem(a, b, M)
     reg, numItermax, stopThr = _checks.check_common(reg, numItermax, stopThr)
     solved = _balanced.knopp_solve(P, reg, numItermax, stopThr, verbose, log, warn, warmstart)
@@ -218,6 +222,10 @@ def sinkhorn_log(a, b, M, reg, numItermax=1000, stopThr=1e-9, verbose=False,
     >>> sorted(log)
     ['err', 'log_u', 'log_v', 'niter', 'u', 'v']
     """
+    res = _balanced.fast_solve("sinkhorn_log", a, b, M, reg, numItermax, stopThr, verbose, log,
+                               warn, warmstart, want_loss=False)
+    if res is not None:
+        return res
     P = prepare_problem(a, b, M)
     reg, numItermax, stopThr = _checks.check_common(reg, numItermax, stopThr)
     solved = _balanced.log_solve(P, reg, numItermax, stopThr, warmstart)
@@ -480,6 +488,11 @@ def sinkhorn2(a, b, M, reg, method="sinkhorn", numItermax=1000, stopThr=1e-9,
     [0.0834 0.075 ]
     """
     meth = _checks.check_method(method, _SINKHORN2_METHODS)
+    if meth in ("sinkhorn", "sinkhorn_log"):
+        res = _balanced.fast_solve(meth, a, b, M, reg, numItermax, stopThr, verbose, log, warn,
+                                   warmstart, want_loss=True)
+        if res is not None:
+            return res
     P = prepare_problem(a, b, M)
     reg, numItermax, stopThr = _checks.check_common(reg, numItermax, stopThr)
     if meth == "sinkhorn":

@@ -56,7 +56,8 @@ from .._config import (
     TILE_BYTES,
     UNDERFLOW_RTOL,
 )
-from . import chunk_layout
+from .. import _config
+from . import _small, chunk_layout
 from ._math import fast_exp, fast_exp_ftz
 
 _PAR = dict(JIT_OPTIONS, parallel=True)
@@ -158,6 +159,13 @@ def gibbs_loss(M, c, f, g, n_chunks, chunk_rows, out):
                     s += x * fast_exp(c * x + fi + g[k, j])
                 part[ch, k] += s
     _sum_chunk_parts(part, out)
+
+
+#: serial twins for the small-problem path (``_small``): no parallel region
+_gibbs_kernel_ser = _small.serial_twin(gibbs_kernel)
+_scaled_plan_ser = _small.serial_twin(scaled_plan)
+_scaled_loss_ser = _small.serial_twin(scaled_loss)
+_gibbs_loss_ser = _small.serial_twin(gibbs_loss)
 
 
 # --------------------------------------------------------------------------
@@ -1023,25 +1031,46 @@ class KnoppState:
     def __init__(self, M, c, a, b, u, v, reduction=None):
         dim_a, dim_b = M.shape
         n_problems = u.shape[0]
-        self.M = M
+        self.M, self.c = M, c
         self.reduction = reduction
         self.n_chunks, self.chunk_rows = chunk_layout(dim_a, n_problems, dim_b)
         self.Kmat = np.empty(M.shape, dtype=M.dtype)
-        gibbs_kernel(M, c, np.zeros(dim_a), np.zeros(dim_b), self.Kmat)
-        self.pm = reduction is None and n_problems >= BATCH_MINOR_MIN
+        self.small = reduction is None and _is_small(M.shape, n_problems)
+        self.pm = reduction is None and n_problems >= BATCH_MINOR_MIN and not self.small
         if self.pm:
             self.u, self.v = _transposed(u), _transposed(v)
             self.a, self.b = _transposed(a), _transposed(b)
             self.Q = np.empty((self.n_chunks, dim_b, n_problems))
             self.q = np.empty((dim_b, n_problems))
-            knopp_col_sums_pm(self.Kmat, self.u, self.n_chunks, self.chunk_rows, self.Q, self.q)
         else:
             self.u, self.v, self.a, self.b = u, v, a, b
             self.Q = np.empty((self.n_chunks, n_problems, dim_b))
             self.q = np.empty((n_problems, dim_b))
-            knopp_col_sums(self.Kmat, self.u, self.n_chunks, self.chunk_rows, self.Q, self.q)
-            if reduction is not None:
-                reduction.col_sum(self.q)
+        # K and K^T u are formed by the first knopp_steps (``_knopp_prepare``)
+        # or by the small-problem run, which forms them itself
+        self.prepared = False
+
+
+def _is_small(shape, n_problems):
+    """Whether a problem runs the small-problem path (``numbaot.cpu._small``):
+    at most ``_config.SMALL_MAX_ENTRIES`` matrix entries times problems
+    (read at call time, so that tests can move the threshold)."""
+    return shape[0] * shape[1] * n_problems <= _config.SMALL_MAX_ENTRIES
+
+
+def _knopp_prepare(st):
+    """K = exp(c M) and q = K^T u for the blocked path, once."""
+    if st.prepared:
+        return
+    dim_a, dim_b = st.M.shape
+    gibbs_kernel(st.M, st.c, np.zeros(dim_a), np.zeros(dim_b), st.Kmat)
+    if st.pm:
+        knopp_col_sums_pm(st.Kmat, st.u, st.n_chunks, st.chunk_rows, st.Q, st.q)
+    else:
+        knopp_col_sums(st.Kmat, st.u, st.n_chunks, st.chunk_rows, st.Q, st.q)
+        if st.reduction is not None:
+            st.reduction.col_sum(st.q)
+    st.prepared = True
 
 
 def _knopp_steps_reduced(st, n_steps):
@@ -1066,11 +1095,28 @@ def knopp_steps(st, n_steps):
     NaN/inf in u, v is undone and the run stops.  Returns (steps completed,
     failed flag); on failure the first value is the index of the failing
     step."""
+    _knopp_prepare(st)
     if st.reduction is not None:
         return _knopp_steps_reduced(st, n_steps)
     run = knopp_run_pm if st.pm else knopp_run
     return run(st.Kmat, st.a, st.b, st.u, st.v, st.q, st.n_chunks, st.chunk_rows, st.Q,
                n_steps)
+
+
+def knopp_solve_small(st, numItermax, stopThr):
+    """The whole solve (POT's ``sinkhorn_knopp`` loop) in one serial
+    compiled call when the state is small (``_config.SMALL_MAX_ENTRIES``,
+    ``SMALL_MAX_ITER``) and not yet iterated; else None (the caller then runs
+    ``knopp_steps`` / ``knopp_error`` under ``numbaot._loops``).  Returns
+    (errors at the checks, float64 (n_checks,); last iteration index;
+    status ``RAN_OUT`` / ``CONVERGED`` / ``FAILED`` of ``numbaot.cpu._small``)."""
+    if not st.small or st.prepared or numItermax > _config.SMALL_MAX_ITER:
+        return None
+    errs = np.empty(numItermax // 10 + 1)
+    ii, ne, status = _small.knopp_small_run(st.M, st.c, st.a, st.b, st.u, st.v, numItermax,
+                                            stopThr, errs, st.Kmat, st.q)
+    st.prepared = True
+    return errs[:ne], ii, status
 
 
 def knopp_error(st):
@@ -1091,17 +1137,20 @@ def knopp_scalings(st):
 def knopp_loss(st):
     """<plan_k, M>_F of every problem, host array (n_problems,), float64
     (the plans are not formed)."""
+    _knopp_prepare(st)
     u, v = knopp_scalings(st)
     loss = np.empty(u.shape[0])
-    scaled_loss(st.Kmat, st.M, u, v, st.n_chunks, st.chunk_rows, loss)
+    kernel = _scaled_loss_ser if st.small else scaled_loss
+    kernel(st.Kmat, st.M, u, v, st.n_chunks, st.chunk_rows, loss)
     return loss
 
 
 def knopp_plan(st):
     """The plan diag(u) K diag(v) of the first problem, (dim_a, dim_b), dtype of M."""
+    _knopp_prepare(st)
     u, v = knopp_scalings(st)
     plan = np.empty(st.Kmat.shape, dtype=st.Kmat.dtype)
-    scaled_plan(st.Kmat, u[0], v[0], plan)
+    (_scaled_plan_ser if st.small else scaled_plan)(st.Kmat, u[0], v[0], plan)
     return plan
 
 
@@ -1131,26 +1180,39 @@ class LogState:
         self.M, self.c = M, c
         self.reduction = reduction
         self.n_chunks, self.chunk_rows = chunk_layout(dim_a, n_problems, dim_b)
-        if reduction is None:
-            vnext = np.empty((n_problems, dim_b))
-            log_col_lse(M, c, u, self.n_chunks, self.chunk_rows, vnext)
-            vnext = logb - vnext
-        else:
-            with np.errstate(invalid="ignore"):
-                vnext = logb - _reduced_col_lse(M, c, u, self.n_chunks, self.chunk_rows,
-                                                reduction)
-        vnext[np.isneginf(logb)] = -np.inf
-        q = np.zeros((n_problems, dim_b))
-        self.pm = reduction is None and n_problems >= BATCH_MINOR_MIN
-        if self.pm:
-            self.u, self.v, self.vnext, self.q = (_transposed(x) for x in (u, v, vnext, q))
-            self.loga, self.logb, self.b = (_transposed(x) for x in (loga, logb, b))
-            self.Q = np.empty((self.n_chunks, dim_b, n_problems))
-        else:
-            self.u, self.v, self.vnext, self.q = u, v, vnext, q
-            self.loga, self.logb, self.b = loga, logb, b
-            self.Q = np.empty((self.n_chunks, n_problems, dim_b))
+        self.small = reduction is None and _is_small(M.shape, n_problems)
+        self.pm = reduction is None and n_problems >= BATCH_MINOR_MIN and not self.small
+        self.u, self.v, self.loga, self.logb, self.b = u, v, loga, logb, b
+        # vnext = log b - LSE_i(c M + u) is formed by the first log_steps
+        # (``_log_prepare``) or by the small-problem run, which forms it itself
+        self.prepared = False
         self.shift_ok = False
+
+
+def _log_prepare(st):
+    """The blocked path's state, once: vnext, q, the chunk accumulators, and
+    the problem-minor layout for many problems."""
+    if st.prepared:
+        return
+    M, c, u, logb, reduction = st.M, st.c, st.u, st.logb, st.reduction
+    n_problems, dim_b = u.shape[0], M.shape[1]
+    if reduction is None:
+        vnext = np.empty((n_problems, dim_b))
+        log_col_lse(M, c, u, st.n_chunks, st.chunk_rows, vnext)
+        vnext = logb - vnext
+    else:
+        with np.errstate(invalid="ignore"):
+            vnext = logb - _reduced_col_lse(M, c, u, st.n_chunks, st.chunk_rows, reduction)
+    vnext[np.isneginf(logb)] = -np.inf
+    q = np.zeros((n_problems, dim_b))
+    if st.pm:
+        st.u, st.v, st.vnext, st.q = (_transposed(x) for x in (u, st.v, vnext, q))
+        st.loga, st.logb, st.b = (_transposed(x) for x in (st.loga, logb, st.b))
+        st.Q = np.empty((st.n_chunks, dim_b, n_problems))
+    else:
+        st.vnext, st.q = vnext, q
+        st.Q = np.empty((st.n_chunks, n_problems, dim_b))
+    st.prepared = True
 
 
 def _reduced_col_lse(M, c, u, n_chunks, chunk_rows, reduction):
@@ -1181,6 +1243,7 @@ def log_steps(st, n_steps, active):
     """Run ``n_steps`` log-domain Sinkhorn iterations (POT's order) of the
     problems flagged in ``active`` (bool (n_problems,)); the others are left
     untouched."""
+    _log_prepare(st)
     if st.reduction is not None:
         _log_steps_reduced(st, n_steps, active)
         return
@@ -1189,9 +1252,34 @@ def log_steps(st, n_steps, active):
                       active, st.n_chunks, st.chunk_rows, st.Q, st.q, n_steps, UNDERFLOW_RTOL)
 
 
+def log_solve_small(st, numItermax, stopThr):
+    """The whole solve (POT's ``sinkhorn_log`` loop, a stopping test per
+    problem) in one serial compiled call when the state is small
+    (``_config.SMALL_MAX_ENTRIES``, ``SMALL_MAX_ITER``) and not yet
+    iterated; else None (the caller then runs ``log_steps`` /
+    ``log_errors`` under ``numbaot._loops``).  Returns (errs, n_errs, niter,
+    converged): the errors at the checks, float64 (n_problems, >= n_checks),
+    the number of checks per problem, int64 (n_problems,), each problem's
+    last iteration index, int64 (n_problems,), and whether it met stopThr,
+    bool (n_problems,)."""
+    if not st.small or st.prepared or numItermax > _config.SMALL_MAX_ITER:
+        return None
+    P = st.u.shape[0]
+    errs = np.empty((P, numItermax // 10 + 1))
+    n_errs = np.empty(P, dtype=np.int64)
+    niter = np.empty(P, dtype=np.int64)
+    converged = np.empty(P, dtype=np.bool_)
+    st.q = np.empty((P, st.M.shape[1]))
+    _small.log_small_run(st.M, st.c, st.loga, st.logb, st.b, st.u, st.v, st.q, numItermax,
+                         stopThr, errs, n_errs, niter, converged)
+    st.prepared = True
+    return errs, n_errs, niter, converged
+
+
 def log_errors(st):
     """Each problem's column-marginal violation ||plan^T 1 - b||_2, host
     array (n_problems,)."""
+    _log_prepare(st)
     if st.reduction is not None:
         return np.array([st.reduction.agree(float(np.linalg.norm(st.q[0] - st.b[0])))])
     if st.pm:
@@ -1201,6 +1289,7 @@ def log_errors(st):
 
 def log_potentials(st):
     """(log_u, log_v) as host arrays (n_problems, dim_a), (n_problems, dim_b), float64."""
+    _log_prepare(st)  # the layout is final (numItermax = 0 ran no step)
     if st.pm:
         return _transposed(st.u), _transposed(st.v)
     return st.u, st.v
@@ -1210,7 +1299,8 @@ def log_loss(st):
     """<plan_k, M>_F of every problem, host array (n_problems,), float64."""
     u, v = log_potentials(st)
     loss = np.empty(u.shape[0])
-    gibbs_loss(st.M, st.c, u, v, st.n_chunks, st.chunk_rows, loss)
+    (_gibbs_loss_ser if st.small else gibbs_loss)(st.M, st.c, u, v, st.n_chunks,
+                                                   st.chunk_rows, loss)
     return loss
 
 
@@ -1219,12 +1309,12 @@ def log_plan(st):
     (dim_a, dim_b), dtype of M."""
     u, v = log_potentials(st)
     plan = np.empty(st.M.shape, dtype=st.M.dtype)
-    gibbs_kernel(st.M, st.c, u[0], v[0], plan)
+    (_gibbs_kernel_ser if st.small else gibbs_kernel)(st.M, st.c, u[0], v[0], plan)
     return plan
 
 
 #: The launcher contract shared with numbaot.cuda.sinkhorn (same names,
 #: signatures and returns; tests/test_structure.py checks it).
-LAUNCHERS = ("KnoppState", "knopp_steps", "knopp_error", "knopp_scalings", "knopp_loss",
-             "knopp_plan", "LogState", "log_steps", "log_errors", "log_potentials",
-             "log_loss", "log_plan")
+LAUNCHERS = ("KnoppState", "knopp_steps", "knopp_solve_small", "knopp_error",
+             "knopp_scalings", "knopp_loss", "knopp_plan", "LogState", "log_steps",
+             "log_solve_small", "log_errors", "log_potentials", "log_loss", "log_plan")

@@ -608,6 +608,13 @@ def log_steps(st, n_steps, active):
     st.err2_host = st.err2.copy_to_host()
 
 
+def log_solve_small(st, numItermax, stopThr):
+    """As :func:`knopp_solve_small`, for the log domain
+    (``numbaot.cpu.sinkhorn.log_solve_small``): None, the caller runs
+    :func:`log_steps` / :func:`log_errors` under ``numbaot._loops``."""
+    return None
+
+
 def log_errors(st):
     """Each problem's column-marginal violation ||q_k - b_k||_2 after the
     last :func:`log_steps`, host float64 array (n_problems,)."""
@@ -728,6 +735,15 @@ def knopp_steps(st, n_steps):
     return s, True
 
 
+def knopp_solve_small(st, numItermax, stopThr):
+    """The CPU's whole-solve-in-one-call path for small problems
+    (``numbaot.cpu.sinkhorn.knopp_solve_small``): none on the GPU yet, where
+    problems of at most ``_config.CUDA_FUSED_MAX_ENTRIES`` entries already
+    run blocks of iterations in one launch.  Returns None: the caller runs
+    :func:`knopp_steps` / :func:`knopp_error` under ``numbaot._loops``."""
+    return None
+
+
 def knopp_error(st):
     """2-norm of the column-marginal violation v * K^T u - b after the last
     successful :func:`knopp_steps`, all problems together."""
@@ -758,6 +774,6 @@ def knopp_plan(st):
 
 #: The launcher contract shared with numbaot.cpu.sinkhorn (same names,
 #: signatures and returns; tests/test_structure.py checks it).
-LAUNCHERS = ("KnoppState", "knopp_steps", "knopp_error", "knopp_scalings", "knopp_loss",
-             "knopp_plan", "LogState", "log_steps", "log_errors", "log_potentials",
-             "log_loss", "log_plan")
+LAUNCHERS = ("KnoppState", "knopp_steps", "knopp_solve_small", "knopp_error",
+             "knopp_scalings", "knopp_loss", "knopp_plan", "LogState", "log_steps",
+             "log_solve_small", "log_errors", "log_potentials", "log_loss", "log_plan")

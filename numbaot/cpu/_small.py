@@ -1,0 +1,405 @@
+"""Balanced Sinkhorn on small problems: the whole solve in one serial call.
+
+At minibatch sizes (a few hundred points) an iteration is a few microseconds
+of arithmetic, while the blocked path of ``numbaot.cpu.sinkhorn`` pays a
+Python round trip per block of ten iterations and a parallel-region launch
+per pass (waking the worker threads, which stalls behind any other busy
+thread pool).  The kernels here run every iteration, POT's convergence check
+every 10 iterations and POT's failure rule inside one compiled function on
+the calling thread, and return the record that ``numbaot._loops`` turns into
+POT's ``log``, verbose table and warnings.  ``numbaot.cpu.sinkhorn`` uses
+them for states of at most ``_config.SMALL_MAX_ENTRIES`` entries.
+
+Same mathematics and the same iterates (to rounding: the sums are taken in
+another order) as the blocked kernels:
+
+* Sinkhorn-Knopp (Cuturi 2013, Algorithm 1): K = exp(c M) with c = -1/reg,
+  then per iteration v = b / (K^T u), u = a / (K v); the pass that forms
+  (K v)_i also accumulates K^T u for the next iteration and the marginal
+  error ||v * K^T u - b||_2 (POT's ``sinkhorn_knopp``).
+* log domain (Peyre & Cuturi 2019, Remark 4.23): v = log b - LSE_i(c M_ij +
+  u_i), u = log a - LSE_j(c M_ij + v_j); the row pass keeps each row's
+  exponentials and adds the new plan's entries into the column sums q_j,
+  which give the error ||q - b||_2 and the next v_j = log b_j - log q_j + v_j
+  (an exact column logsumexp where q_j underflowed).
+
+Arrays are problem-major, float64 vectors: ``u`` (n_problems, dim_a), ``v``
+(n_problems, dim_b); a weight array with one row is shared by all problems.
+``M`` (dim_a, dim_b) is float32 or float64 and only read.
+"""
+import math
+import types
+
+import numpy as np
+from numba import njit
+
+from .._config import JIT_OPTIONS, UNDERFLOW_RTOL
+from ._math import fast_exp, fast_exp_ftz
+
+_SER = dict(JIT_OPTIONS)
+
+#: the status codes of a finished run (``numbaot._loops.knopp_report``)
+RAN_OUT, CONVERGED, FAILED = 0, 1, 2
+
+
+@njit(**_SER)
+def _in_dtype_of(M, x):
+    """x rounded to M's dtype (the result dtype), as a float64: the errors
+    are compared with stopThr as POT's arithmetic would hold them (and as
+    ``numbaot._loops`` compares them)."""
+    if M.itemsize == 4:
+        return np.float64(np.float32(x))
+    return x
+
+
+# --------------------------------------------------------------------------
+# Sinkhorn-Knopp
+# --------------------------------------------------------------------------
+@njit(**_SER)
+def knopp_small_run(M, c, a, b, u, v, numItermax, stopThr, errs, Kmat, q, kernel_ready=False):
+    """POT's ``sinkhorn_knopp`` loop, start to finish, in place.
+
+    Forms K = exp(c M) in ``Kmat`` (dim_a, dim_b, M's dtype) and iterates
+    v = b / q, u = a / (K v), q = K^T u from the scalings ``u``, ``v``.  At
+    ii % 10 == 0 the error ||v * q - b||_2 over all problems is stored in
+    ``errs`` (>= numItermax // 10 + 1 entries) and the run stops when it is
+    below ``stopThr``.  As POT, an iteration that meets a zero in K^T u or a
+    NaN/inf in u, v is undone and the run stops.
+
+    Returns (ii, n_errs, status): the last iteration index (0 when
+    numItermax is 0), the number of errors stored and RAN_OUT, CONVERGED
+    or FAILED (then ii is the failing iteration).  ``q`` (n_problems, dim_b)
+    holds K^T u of the final u.  With ``kernel_ready`` K is already in
+    ``Kmat``."""
+    n, m = M.shape
+    P = u.shape[0]
+    shared_a = a.shape[0] == 1
+    if not kernel_ready:
+        for i in range(n):
+            for j in range(m):
+                Kmat[i, j] = fast_exp(c * M[i, j])
+    uprev = np.empty((P, n))
+    vprev = np.empty((P, m))
+    for k in range(P):
+        for j in range(m):
+            q[k, j] = 0.0
+        for i in range(n):
+            uki = u[k, i]
+            for j in range(m):
+                q[k, j] += Kmat[i, j] * uki
+    ne = 0
+    ii = 0
+    for ii in range(numItermax):
+        failed = False
+        for k in range(P):
+            ka = 0 if shared_a else k
+            for i in range(n):
+                uprev[k, i] = u[k, i]
+            for j in range(m):
+                vprev[k, j] = v[k, j]
+                if q[k, j] == 0.0:
+                    failed = True
+                v[k, j] = b[k, j] / q[k, j]
+                q[k, j] = 0.0
+            for i in range(n):
+                s = 0.0
+                for j in range(m):
+                    s += Kmat[i, j] * v[k, j]
+                uki = a[ka, i] / s
+                u[k, i] = uki
+                for j in range(m):
+                    q[k, j] += Kmat[i, j] * uki
+        if not failed:
+            failed = not (_all_finite(u) and _all_finite(v))
+        if failed:
+            for k in range(P):
+                for i in range(n):
+                    u[k, i] = uprev[k, i]
+                for j in range(m):
+                    v[k, j] = vprev[k, j]
+            return ii, ne, FAILED
+        if ii % 10 == 0:
+            acc = 0.0
+            for k in range(P):
+                for j in range(m):
+                    d = v[k, j] * q[k, j] - b[k, j]
+                    acc += d * d
+            err = _in_dtype_of(M, math.sqrt(acc))
+            errs[ne] = err
+            ne += 1
+            if err < stopThr:
+                return ii, ne, CONVERGED
+    return ii, ne, RAN_OUT
+
+
+@njit(**_SER)
+def _all_finite(x):
+    ok = True
+    for k in range(x.shape[0]):
+        for j in range(x.shape[1]):
+            ok &= np.isfinite(x[k, j])
+    return ok
+
+
+# --------------------------------------------------------------------------
+# log domain
+# --------------------------------------------------------------------------
+@njit(**_SER)
+def _col_lse(M, c, u, k, j):
+    """LSE_i (c M[i, j] + u[k, i]), max-shifted (the exact path of a column
+    whose sum underflowed)."""
+    n = M.shape[0]
+    mx = -np.inf
+    for i in range(n):
+        mx = max(mx, c * M[i, j] + u[k, i])
+    if mx == -np.inf:
+        return -np.inf
+    s = 0.0
+    for i in range(n):
+        s += fast_exp(c * M[i, j] + u[k, i] - mx)
+    return mx + math.log(s)
+
+
+@njit(**_SER)
+def log_small_run(M, c, loga, logb, b, u, v, q, numItermax, stopThr, errs, n_errs, niter,
+                  converged):
+    """POT's ``sinkhorn_log`` loop (a stopping test per problem), start to
+    finish, in place.
+
+    ``loga`` (1 or n_problems, dim_a), ``logb``, ``b`` (n_problems, dim_b):
+    log weights (-inf for empty bins) and weights; ``u``, ``v``: the initial
+    log-scalings, left as POT leaves them (u from the last v).  For each
+    problem k still iterating, at ii % 10 == 0 the error ||q_k - b_k||_2
+    (q = column sums of the plan exp(c M + u + v)) is stored in
+    ``errs[k, n_errs[k]]`` (errs: (n_problems, >= numItermax // 10 + 1)) and
+    the problem stops (``converged[k]``) when it is below ``stopThr``;
+    ``niter[k]`` is its last iteration index; ``q`` (n_problems, dim_b)
+    is left with each problem's last column sums.  Returns nothing."""
+    n, m = M.shape
+    P = u.shape[0]
+    shared_a = loga.shape[0] == 1
+    tiny = UNDERFLOW_RTOL
+    vnext = np.empty((P, m))
+    E = np.empty(m)
+    for k in range(P):
+        for j in range(m):
+            vnext[k, j] = logb[k, j] - _col_lse(M, c, u, k, j) if logb[k, j] > -np.inf else -np.inf
+        n_errs[k] = 0
+        niter[k] = 0
+        converged[k] = False
+    n_active = P
+    for ii in range(numItermax):
+        for k in range(P):
+            if converged[k]:
+                continue
+            ka = 0 if shared_a else k
+            for j in range(m):
+                v[k, j] = vnext[k, j]
+                q[k, j] = 0.0
+            for i in range(n):
+                la = loga[ka, i]
+                if la == -np.inf:
+                    u[k, i] = -np.inf
+                    continue
+                mx = -np.inf
+                for j in range(m):
+                    mx = max(mx, c * M[i, j] + v[k, j])
+                s = 0.0
+                for j in range(m):
+                    e = fast_exp_ftz(c * M[i, j] + v[k, j] - mx)
+                    E[j] = e
+                    s += e
+                u[k, i] = la - mx - math.log(s)
+                alpha = math.exp(la) / s
+                for j in range(m):
+                    q[k, j] += E[j] * alpha
+            for j in range(m):
+                if logb[k, j] == -np.inf:
+                    vnext[k, j] = -np.inf
+                elif q[k, j] > tiny * b[k, j]:
+                    vnext[k, j] = logb[k, j] - math.log(q[k, j]) + v[k, j]
+                else:
+                    vnext[k, j] = logb[k, j] - _col_lse(M, c, u, k, j)
+            niter[k] = ii
+            if ii % 10 == 0:
+                acc = 0.0
+                for j in range(m):
+                    d = q[k, j] - b[k, j]
+                    acc += d * d
+                err = _in_dtype_of(M, math.sqrt(acc))
+                errs[k, n_errs[k]] = err
+                n_errs[k] += 1
+                if err < stopThr:
+                    converged[k] = True
+                    n_active -= 1
+        if n_active == 0:
+            break
+
+
+# --------------------------------------------------------------------------
+# the whole call for plain 1-D weights: screen, solve, outputs
+# --------------------------------------------------------------------------
+@njit(**_SER)
+def _weights_screen(w):
+    """(all entries finite and >= 0 with a positive sum, the sum)."""
+    ok = True
+    s = 0.0
+    for i in range(w.shape[0]):
+        x = np.float64(w[i])
+        ok &= (x >= 0.0) & (x < np.inf)
+        s += x
+    return ok and 0.0 < s < np.inf, s
+
+
+@njit(**_SER)
+def screen_weights(a, b, mass_tol):
+    """The checks of ``numbaot._checks`` on 1-D weights a, b, in one call:
+    finite, >= 0, positive mass, equal masses within ``mass_tol`` (relative,
+    ``_checks.mass_tolerance``).  False sends the caller to the full
+    validation, which raises with the message."""
+    oka, sa = _weights_screen(a)
+    okb, sb = _weights_screen(b)
+    return oka and okb and abs(sa - sb) <= mass_tol * max(sa, sb)
+
+
+@njit(**_SER)
+def _scale_ok(lo, hi, reg, scale_max):
+    """max|M| / reg within ``_checks.COST_SCALE_MAX`` (lo, hi: M's min and
+    max, M finite)."""
+    return (lo > -np.inf) & (hi < np.inf) & (max(hi, -lo) / reg <= scale_max)
+
+
+@njit(**_SER)
+def knopp_small_call(M, a, b, reg, numItermax, stopThr, mass_tol, scale_max, want_loss, errs,
+                     plan, u1, v1):
+    """``sinkhorn_knopp`` on 1-D weights a (dim_a,), b (dim_b,) of M's dtype,
+    start to finish: the input screen of :func:`screen_weights` and of M
+    (finite, max|M| / reg <= ``scale_max``, fused into the pass that forms K),
+    POT's uniform initial scalings, :func:`knopp_small_run`, then the plan
+    (M's dtype, (dim_a, dim_b), in ``plan``, which first holds K) or, with
+    ``want_loss``, the loss <plan, M>.  The scalings are left in ``u1``
+    (dim_a,), ``v1`` (dim_b,), float64.
+
+    Returns (ok, ii, n_errs, status, loss): ``ok`` False when the screen
+    failed (nothing was computed; the caller runs the full validation,
+    which raises).  Outputs come in as arguments: boxing returned arrays
+    costs microseconds per call."""
+    n, m = M.shape
+    Kmat = plan
+    u = u1.reshape(1, n)
+    v = v1.reshape(1, m)
+    u[:] = 1.0 / n
+    v[:] = 1.0 / m
+    if not screen_weights(a, b, mass_tol):
+        return False, 0, 0, RAN_OUT, 0.0
+    c = -1.0 / reg
+    lo = np.inf
+    hi = -np.inf
+    finite = True
+    for i in range(n):
+        for j in range(m):
+            x = M[i, j]
+            finite &= np.isfinite(x)
+            lo = min(lo, x)
+            hi = max(hi, x)
+            Kmat[i, j] = fast_exp(c * x)
+    if not (finite and _scale_ok(lo, hi, reg, scale_max)):
+        return False, 0, 0, RAN_OUT, 0.0
+    a2 = np.empty((1, n))
+    b2 = np.empty((1, m))
+    for i in range(n):
+        a2[0, i] = a[i]
+    for j in range(m):
+        b2[0, j] = b[j]
+    q = np.empty((1, m))
+    ii, ne, status = knopp_small_run(M, c, a2, b2, u, v, numItermax, stopThr, errs, Kmat, q,
+                                     True)
+    acc = 0.0
+    if want_loss:
+        for i in range(n):
+            s = 0.0
+            for j in range(m):
+                s += M[i, j] * Kmat[i, j] * v[0, j]
+            acc += s * u[0, i]
+    else:
+        for i in range(n):
+            ui = u[0, i]
+            for j in range(m):
+                Kmat[i, j] = ui * Kmat[i, j] * v[0, j]
+    return True, ii, ne, status, acc
+
+
+@njit(**_SER)
+def log_small_call(M, a, b, reg, numItermax, stopThr, mass_tol, scale_max, want_loss, errs,
+                   plan, u1, v1):
+    """``sinkhorn_log`` on 1-D weights a (dim_a,), b (dim_b,) of M's dtype,
+    start to finish, as :func:`knopp_small_call`: the screen (M's in one
+    pass before the first column logsumexp), zero initial log-scalings,
+    :func:`log_small_run`, then the plan exp(c M + u + v) (M's dtype) or,
+    with ``want_loss``, the loss; the log-scalings are left in ``u1``
+    (dim_a,), ``v1`` (dim_b,), float64.
+
+    Returns (ok, niter, n_errs, converged, loss)."""
+    n, m = M.shape
+    u = u1.reshape(1, n)
+    v = v1.reshape(1, m)
+    u[:] = 0.0
+    v[:] = 0.0
+    if not screen_weights(a, b, mass_tol):
+        return False, 0, 0, False, 0.0
+    lo = np.inf
+    hi = -np.inf
+    finite = True
+    for i in range(n):
+        for j in range(m):
+            x = M[i, j]
+            finite &= np.isfinite(x)
+            lo = min(lo, x)
+            hi = max(hi, x)
+    if not (finite and _scale_ok(lo, hi, reg, scale_max)):
+        return False, 0, 0, False, 0.0
+    c = -1.0 / reg
+    la = np.empty((1, n))
+    lb = np.empty((1, m))
+    b2 = np.empty((1, m))
+    for i in range(n):
+        la[0, i] = math.log(np.float64(a[i])) if a[i] > 0 else -np.inf
+    for j in range(m):
+        b2[0, j] = b[j]
+        lb[0, j] = math.log(np.float64(b[j])) if b[j] > 0 else -np.inf
+    q = np.empty((1, m))
+    n_errs = np.empty(1, dtype=np.int64)
+    niter = np.empty(1, dtype=np.int64)
+    conv = np.empty(1, dtype=np.bool_)
+    log_small_run(M, c, la, lb, b2, u, v, q, numItermax, stopThr, errs.reshape(1, -1), n_errs,
+                  niter, conv)
+    acc = 0.0
+    for i in range(n):
+        fi = u[0, i]
+        for j in range(m):
+            x = M[i, j]
+            e = fast_exp(c * x + fi + v[0, j])
+            if want_loss:
+                acc += x * e
+            else:
+                plan[i, j] = e
+    return True, niter[0], n_errs[0], conv[0], acc
+
+
+# --------------------------------------------------------------------------
+# outputs: serial twins of numbaot.cpu.sinkhorn's parallel plan/loss kernels
+# (the same source compiled without ``parallel``: ``prange`` runs as
+# ``range``, the results are the same bits)
+# --------------------------------------------------------------------------
+def serial_twin(kernel):
+    """``kernel`` (a ``parallel=True`` dispatcher) compiled serially, as a
+    function of its own name ``<name>_serial``: Numba's disk cache keys a
+    function by its qualified name, line and bytecode, not by its flags, so
+    the same function compiled twice would share (and overwrite) one cache
+    entry of the parallel and the serial code."""
+    f = kernel.py_func
+    g = types.FunctionType(f.__code__, f.__globals__, f.__name__ + "_serial", f.__defaults__,
+                           f.__closure__)
+    g.__qualname__ = f.__qualname__ + "_serial"
+    g.__module__, g.__doc__ = f.__module__, f.__doc__
+    return njit(**_SER)(g)
