@@ -194,22 +194,28 @@ def fast_solve(method, a, b, M, reg, numItermax, stopThr, verbose, log, warn, wa
     a, b, M = _plain(a), _plain(b), _plain(M)
     dt = M.dtype
     n, m = M.shape
-    errs = np.empty(numItermax // 10 + 1)
+    errs = np.empty((1, numItermax // 10 + 1))
     plan = np.empty((n, m), dtype=dt)
-    u, v = np.empty(n), np.empty(m)
-    call = _small.knopp_small_call if method == "sinkhorn" else _small.log_small_call
-    ok, ii, ne, status, loss = call(M, a, b, float(reg), numItermax, float(stopThr), tol,
-                                    _checks.COST_SCALE_MAX, want_loss, errs, plan, u, v)
+    u2, v2 = np.empty((1, n)), np.empty((1, m))
+    if method == "sinkhorn":
+        ok, ii, ne, status, loss = _small.knopp_small_call(
+            M, a, b, float(reg), numItermax, float(stopThr), tol, _checks.COST_SCALE_MAX,
+            want_loss, errs[0], plan, u2, v2)
+    else:
+        ok, ii, ne, status, loss = _small.log_small_call(
+            M, a, b, float(reg), numItermax, float(stopThr), tol, _checks.COST_SCALE_MAX,
+            want_loss, errs, plan, u2, v2)
     if not ok:
         return None
+    u, v = u2[0], v2[0]
     res = dt.type(loss) if want_loss else plan
     if method == "sinkhorn":
-        err_list, ii = _loops.knopp_report((errs[:ne], ii, status), dt, verbose, log, warn)
+        err_list, ii = _loops.knopp_report((errs[0, :ne], ii, status), dt, verbose, log, warn)
         if not log:
             return res
         return res, {"err": err_list, "niter": ii, "u": np.asarray(u, dtype=dt),
                      "v": np.asarray(v, dtype=dt)}
-    rec = _loops.log_record(errs.reshape(1, -1), [ne], [ii], [status], dt)
+    rec = _loops.log_record(errs, [ne], [ii], [status], dt)
     _loops.log_report_one(rec, verbose, warn)
     if not log:
         return res

@@ -271,14 +271,14 @@ def _scale_ok(lo, hi, reg, scale_max):
 
 @njit(**_SER)
 def knopp_small_call(M, a, b, reg, numItermax, stopThr, mass_tol, scale_max, want_loss, errs,
-                     plan, u1, v1):
+                     plan, u, v):
     """``sinkhorn_knopp`` on 1-D weights a (dim_a,), b (dim_b,) of M's dtype,
     start to finish: the input screen of :func:`screen_weights` and of M
     (finite, max|M| / reg <= ``scale_max``, fused into the pass that forms K),
     POT's uniform initial scalings, :func:`knopp_small_run`, then the plan
     (M's dtype, (dim_a, dim_b), in ``plan``, which first holds K) or, with
-    ``want_loss``, the loss <plan, M>.  The scalings are left in ``u1``
-    (dim_a,), ``v1`` (dim_b,), float64.
+    ``want_loss``, the loss <plan, M>.  The scalings are left in ``u``
+    (1, dim_a), ``v`` (1, dim_b), float64.
 
     Returns (ok, ii, n_errs, status, loss): ``ok`` False when the screen
     failed (nothing was computed; the caller runs the full validation,
@@ -286,10 +286,12 @@ def knopp_small_call(M, a, b, reg, numItermax, stopThr, mass_tol, scale_max, wan
     costs microseconds per call."""
     n, m = M.shape
     Kmat = plan
-    u = u1.reshape(1, n)
-    v = v1.reshape(1, m)
-    u[:] = 1.0 / n
-    v[:] = 1.0 / m
+    # (loops, not ``u[:] = x`` or ``reshape``: Numba compiles their error
+    # messages, seconds of string formatting on the first call)
+    for i in range(n):
+        u[0, i] = 1.0 / n
+    for j in range(m):
+        v[0, j] = 1.0 / m
     if not screen_weights(a, b, mass_tol):
         return False, 0, 0, RAN_OUT, 0.0
     c = -1.0 / reg
@@ -331,20 +333,21 @@ def knopp_small_call(M, a, b, reg, numItermax, stopThr, mass_tol, scale_max, wan
 
 @njit(**_SER)
 def log_small_call(M, a, b, reg, numItermax, stopThr, mass_tol, scale_max, want_loss, errs,
-                   plan, u1, v1):
+                   plan, u, v):
     """``sinkhorn_log`` on 1-D weights a (dim_a,), b (dim_b,) of M's dtype,
     start to finish, as :func:`knopp_small_call`: the screen (M's in one
     pass before the first column logsumexp), zero initial log-scalings,
     :func:`log_small_run`, then the plan exp(c M + u + v) (M's dtype) or,
-    with ``want_loss``, the loss; the log-scalings are left in ``u1``
-    (dim_a,), ``v1`` (dim_b,), float64.
+    with ``want_loss``, the loss; the log-scalings are left in ``u``
+    (1, dim_a), ``v`` (1, dim_b), float64; ``errs`` is (1, numItermax // 10
+    + 1).
 
     Returns (ok, niter, n_errs, converged, loss)."""
     n, m = M.shape
-    u = u1.reshape(1, n)
-    v = v1.reshape(1, m)
-    u[:] = 0.0
-    v[:] = 0.0
+    for i in range(n):
+        u[0, i] = 0.0
+    for j in range(m):
+        v[0, j] = 0.0
     if not screen_weights(a, b, mass_tol):
         return False, 0, 0, False, 0.0
     lo = np.inf
@@ -371,8 +374,7 @@ def log_small_call(M, a, b, reg, numItermax, stopThr, mass_tol, scale_max, want_
     n_errs = np.empty(1, dtype=np.int64)
     niter = np.empty(1, dtype=np.int64)
     conv = np.empty(1, dtype=np.bool_)
-    log_small_run(M, c, la, lb, b2, u, v, q, numItermax, stopThr, errs.reshape(1, -1), n_errs,
-                  niter, conv)
+    log_small_run(M, c, la, lb, b2, u, v, q, numItermax, stopThr, errs, n_errs, niter, conv)
     acc = 0.0
     for i in range(n):
         fi = u[0, i]
