@@ -144,7 +144,7 @@ def log_outputs(P, solved, log, want_loss):
 _FAST_TOL = {np.dtype(t): _checks.mass_tolerance(np.dtype(t)) for t in (np.float64, np.float32)}
 
 
-def _fast_tol(a, b, M, reg, numItermax, stopThr, warmstart):
+def _fast_tol(a, b, M, reg, numItermax, stopThr, warmstart, log_domain):
     """The mass tolerance when (a, b, M, ...) is a plain small problem for
     :func:`fast_solve`: NumPy arrays of one dtype (float64 or float32), 1-D
     weights of the right lengths, M of at most ``_config.SMALL_MAX_ENTRIES``
@@ -161,8 +161,10 @@ def _fast_tol(a, b, M, reg, numItermax, stopThr, warmstart):
     if tol is None or a.dtype != dt or b.dtype != dt or M.ndim != 2 or a.ndim != 1 or b.ndim != 1:
         return None
     n, m = M.shape
-    if (a.shape[0] != n or b.shape[0] != m or n == 0 or m == 0
-            or n * m > _config.SMALL_MAX_ENTRIES):
+    limit = _config.SMALL_MAX_ENTRIES
+    if log_domain:
+        limit = min(limit, _config.SMALL_MAX_ENTRIES_LOG)
+    if a.shape[0] != n or b.shape[0] != m or n == 0 or m == 0 or n * m > limit:
         return None
     if type(numItermax) is not int or not 0 <= numItermax <= _config.SMALL_MAX_ITER:
         return None
@@ -188,7 +190,7 @@ def fast_solve(method, a, b, M, reg, numItermax, stopThr, verbose, log, warn, wa
     (``numbaot.cpu._small``): validation screen, solve, plan or loss.
     Returns the outputs as the full path would (plan or loss, and the log
     dict), or None when the call must take the full path."""
-    tol = _fast_tol(a, b, M, reg, numItermax, stopThr, warmstart)
+    tol = _fast_tol(a, b, M, reg, numItermax, stopThr, warmstart, method == "sinkhorn_log")
     if tol is None:
         return None
     a, b, M = _plain(a), _plain(b), _plain(M)

@@ -39,8 +39,17 @@ JIT_OPTIONS = dict(cache=CACHE, fastmath=FASTMATH, error_model="numpy", nogil=Tr
 #: iterations and no parallel-region launch, whose wake-up of the worker
 #: threads costs more than the arithmetic at these sizes and stalls behind
 #: any other thread pool (OpenBLAS, a training loop) that keeps the cores
-#: busy.  Measured: see BENCHMARKS.md, "Small problems".
+#: busy.  Measured below (SMALL_MAX_ENTRIES_LOG) and in BENCHMARKS.md.
 SMALL_MAX_ENTRIES = 1 << 17
+
+#: The same bound for the log-domain solver (``method='sinkhorn_log'``), at
+#: most SMALL_MAX_ENTRIES: its iteration computes an exponential per entry,
+#: so two threads pay for their launch on smaller problems.  Measured
+#: 2026-11-27 (2-core AMD EPYC VM, load ~2.5, reg 0.05, to stopThr 1e-9):
+#: blocked / one-call time 1.44 at n = 64, 0.84 at 128, 0.56 at 256 (log);
+#: 9.0 at 64, 1.96 at 128, 1.10 at 256, 1.00 at 362 (Sinkhorn-Knopp, whose
+#: K v and K^T u are cheap next to the launches).
+SMALL_MAX_ENTRIES_LOG = 1 << 13
 
 #: The compiled small-problem solvers keep every check's error in a buffer
 #: of numItermax // 10 + 1 entries; above this numItermax the solve takes

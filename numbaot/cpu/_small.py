@@ -101,14 +101,7 @@ def knopp_small_run(M, c, a, b, u, v, numItermax, stopThr, errs, Kmat, q, kernel
                     failed = True
                 v[k, j] = b[k, j] / q[k, j]
                 q[k, j] = 0.0
-            for i in range(n):
-                s = 0.0
-                for j in range(m):
-                    s += Kmat[i, j] * v[k, j]
-                uki = a[ka, i] / s
-                u[k, i] = uki
-                for j in range(m):
-                    q[k, j] += Kmat[i, j] * uki
+            _knopp_rows(Kmat, a, ka, v, u, q, k)
         if not failed:
             failed = not (_all_finite(u) and _all_finite(v))
         if failed:
@@ -130,6 +123,47 @@ def knopp_small_run(M, c, a, b, u, v, numItermax, stopThr, errs, Kmat, q, kernel
             if err < stopThr:
                 return ii, ne, CONVERGED
     return ii, ne, RAN_OUT
+
+
+@njit(**_SER)
+def _knopp_rows(Kmat, a, ka, v, u, q, k):
+    """u[k, i] = a[ka, i] / (K v_k)_i and q[k] += K^T u_k (q zeroed before),
+    rows four at a time: each load of v_j and each load/store of q_j serves
+    four rows (the loop is bound by loads and stores, not by arithmetic)."""
+    n, m = Kmat.shape
+    i = 0
+    while i + 4 <= n:
+        s0 = 0.0
+        s1 = 0.0
+        s2 = 0.0
+        s3 = 0.0
+        for j in range(m):
+            vj = v[k, j]
+            s0 += Kmat[i, j] * vj
+            s1 += Kmat[i + 1, j] * vj
+            s2 += Kmat[i + 2, j] * vj
+            s3 += Kmat[i + 3, j] * vj
+        u0 = a[ka, i] / s0
+        u1 = a[ka, i + 1] / s1
+        u2 = a[ka, i + 2] / s2
+        u3 = a[ka, i + 3] / s3
+        u[k, i] = u0
+        u[k, i + 1] = u1
+        u[k, i + 2] = u2
+        u[k, i + 3] = u3
+        for j in range(m):
+            q[k, j] += (Kmat[i, j] * u0 + Kmat[i + 1, j] * u1) + (Kmat[i + 2, j] * u2
+                                                                 + Kmat[i + 3, j] * u3)
+        i += 4
+    while i < n:
+        s0 = 0.0
+        for j in range(m):
+            s0 += Kmat[i, j] * v[k, j]
+        u0 = a[ka, i] / s0
+        u[k, i] = u0
+        for j in range(m):
+            q[k, j] += Kmat[i, j] * u0
+        i += 1
 
 
 @njit(**_SER)

@@ -1051,11 +1051,15 @@ class KnoppState:
         self.prepared = False
 
 
-def _is_small(shape, n_problems):
+def _is_small(shape, n_problems, log_domain=False):
     """Whether a problem runs the small-problem path (``numbaot.cpu._small``):
-    at most ``_config.SMALL_MAX_ENTRIES`` matrix entries times problems
-    (read at call time, so that tests can move the threshold)."""
-    return shape[0] * shape[1] * n_problems <= _config.SMALL_MAX_ENTRIES
+    at most ``_config.SMALL_MAX_ENTRIES`` (and for the log domain
+    ``SMALL_MAX_ENTRIES_LOG``) matrix entries times problems (read at call
+    time, so that tests can move the thresholds)."""
+    limit = _config.SMALL_MAX_ENTRIES
+    if log_domain:
+        limit = min(limit, _config.SMALL_MAX_ENTRIES_LOG)
+    return shape[0] * shape[1] * n_problems <= limit
 
 
 def _knopp_prepare(st):
@@ -1180,7 +1184,7 @@ class LogState:
         self.M, self.c = M, c
         self.reduction = reduction
         self.n_chunks, self.chunk_rows = chunk_layout(dim_a, n_problems, dim_b)
-        self.small = reduction is None and _is_small(M.shape, n_problems)
+        self.small = reduction is None and _is_small(M.shape, n_problems, log_domain=True)
         self.pm = reduction is None and n_problems >= BATCH_MINOR_MIN and not self.small
         self.u, self.v, self.loga, self.logb, self.b = u, v, loga, logb, b
         # vnext = log b - LSE_i(c M + u) is formed by the first log_steps
