@@ -175,7 +175,7 @@ def _fast_tol(a, b, M, reg, numItermax, stopThr, warmstart, log_domain):
     return tol
 
 
-def _plain(x):
+def plain_array(x):
     """``x`` as a C-contiguous writeable array (a copy if it is not one, as
     ``_checks.kernel_array``: Numba would compile the kernels again for a
     read-only or strided array)."""
@@ -193,7 +193,7 @@ def fast_solve(method, a, b, M, reg, numItermax, stopThr, verbose, log, warn, wa
     tol = _fast_tol(a, b, M, reg, numItermax, stopThr, warmstart, method == "sinkhorn_log")
     if tol is None:
         return None
-    a, b, M = _plain(a), _plain(b), _plain(M)
+    a, b, M = plain_array(a), plain_array(b), plain_array(M)
     dt = M.dtype
     n, m = M.shape
     errs = np.empty((1, numItermax // 10 + 1))

@@ -42,13 +42,17 @@ JIT_OPTIONS = dict(cache=CACHE, fastmath=FASTMATH, error_model="numpy", nogil=Tr
 #: busy.  Measured below (SMALL_MAX_ENTRIES_LOG) and in BENCHMARKS.md.
 SMALL_MAX_ENTRIES = 1 << 17
 
-#: The same bound for the log-domain solver (``method='sinkhorn_log'``), at
-#: most SMALL_MAX_ENTRIES: its iteration computes an exponential per entry,
-#: so two threads pay for their launch on smaller problems.  Measured
-#: 2026-11-27 (2-core AMD EPYC VM, load ~2.5, reg 0.05, to stopThr 1e-9):
-#: blocked / one-call time 1.44 at n = 64, 0.84 at 128, 0.56 at 256 (log);
-#: 9.0 at 64, 1.96 at 128, 1.10 at 256, 1.00 at 362 (Sinkhorn-Knopp, whose
-#: K v and K^T u are cheap next to the launches).
+#: The same bound for the log-domain solvers (``method='sinkhorn_log'``,
+#: balanced and unbalanced), at most SMALL_MAX_ENTRIES: their iteration
+#: computes exponentials per entry, so two threads pay for their launch on
+#: smaller problems.  Measured 2026-11-27 (2-core AMD EPYC VM, idle cores,
+#: reg 0.05, to stopThr 1e-9), blocked / one-call time: balanced log 1.44 at
+#: n = 64, 0.84 at 128, 0.56 at 256; unbalanced log (reg_m 1) 1.35 at 64,
+#: 0.90 at 96, 0.80 at 128, 0.66-0.78 at 256; balanced Sinkhorn-Knopp 9.0 at
+#: 64, 1.96 at 128, 1.10 at 256, 1.00 at 362, unbalanced 1.02 at 362, 0.85
+#: at 512 (their K v and K^T u are cheap next to the launches).  With busy
+#: cores (another thread pool, a loaded machine) the one-call path was 2-3x
+#: faster at every size measured up to 128^2.
 SMALL_MAX_ENTRIES_LOG = 1 << 13
 
 #: The compiled small-problem solvers keep every check's error in a buffer

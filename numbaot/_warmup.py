@@ -59,9 +59,15 @@ def _sinkhorn(dtype, method):
 def _unbalanced(dtype):
     import numbaot
     a, b, M, _, _ = _problem(dtype)
-    for method in ("sinkhorn", "sinkhorn_log"):
-        numbaot.sinkhorn_unbalanced(a, b, M, 0.5, 1.0, method=method, numItermax=20, log=True)
-        numbaot.sinkhorn_unbalanced2(a, b, M, 0.5, 1.0, method=method, numItermax=20)
+    for path in (contextlib.nullcontext, _blocked_path):
+        with path():
+            for method in ("sinkhorn", "sinkhorn_log"):
+                numbaot.sinkhorn_unbalanced(a, b, M, 0.5, 1.0, method=method, numItermax=20,
+                                            log=True)
+                numbaot.sinkhorn_unbalanced2(a, b, M, 0.5, 1.0, method=method, numItermax=20)
+                # the state path (lists skip the one-call path of plain arrays)
+                numbaot.sinkhorn_unbalanced(list(a), list(b), M, 0.5, 1.0, method=method,
+                                            numItermax=20)
 
 
 def _barycenter(dtype):

@@ -38,10 +38,12 @@ reads M0 row by row; ``log_col_lse`` of ``numbaot.cpu.sinkhorn`` does the
 columns in tiles).
 """
 import math
+import types
 
 import numpy as np
 from numba import njit, prange
 
+from .. import _config
 from .._config import (
     JIT_OPTIONS,
     UOT_LANE_MAX,
@@ -71,6 +73,19 @@ __all__ = [
     "uot_log_row_update",
     "uot_log_run",
     "uot_log_plan_stats",
+    # kernels of small problems (serial, on the calling thread)
+    "uot_gibbs_serial",
+    "uot_small_run",
+    "uot_small_plan",
+    "uot_small_loss",
+    "uot_small_plan_stats",
+    "uot_log_row_update_serial",
+    "uot_log_small_run",
+    "uot_log_small_loss",
+    "uot_log_small_plan_stats",
+    "uot_small_call",
+    "uot_log_small_call",
+    "is_small",
     # launchers
     "UotState",
     "uot_steps",
@@ -270,6 +285,16 @@ def uot_col_update(Q, b, fi2, v, vprev, vl, q, check, part):
 
 
 @njit(**_SER)
+def _copy2(dst, src):
+    """dst[k, j] = src[k, j] for two arrays of one shape: an explicit loop
+    (a slice assignment compiles NumPy's broadcasting and its shape-mismatch
+    error path, seconds of first-call compile, issue 23)."""
+    for k in range(src.shape[0]):
+        for j in range(src.shape[1]):
+            dst[k, j] = src[k, j]
+
+
+@njit(**_SER)
 def _all_set(part, col):
     for p in range(part.shape[0]):
         if part[p, col] == 0.0:
@@ -349,8 +374,8 @@ def uot_run(Kmat, a, b, u, v, fi1, fi2, n_chunks, chunk_rows, Q, q, n_steps,
     nb = (m + _COLS - 1) // _COLS
     pv = np.empty((K * nb, 5))
     for it in range(n_steps):
-        uprev[:, :] = u
-        vprev[:, :] = v
+        _copy2(uprev, u)
+        _copy2(vprev, v)
         done = False
         if narrow:
             uot_fused_pass(Kmat, a, vl, fi1, n_chunks, chunk_rows, Q, u, True, pu)
@@ -359,8 +384,8 @@ def uot_run(Kmat, a, b, u, v, fi1, fi2, n_chunks, chunk_rows, Q, q, n_steps,
                 done = _all_set(pv, 3)
             if not done:
                 narrow = False
-                u[:, :] = uprev
-                v[:, :] = vprev
+                _copy2(u, uprev)
+                _copy2(v, vprev)
         if not done:
             uot_fused_pass(Kmat, a, v, fi1, n_chunks, chunk_rows, Q, u, False, pu)
             uot_col_update(Q, b, fi2, v, vprev, vl, q, False, pv)
@@ -370,8 +395,8 @@ def uot_run(Kmat, a, b, u, v, fi1, fi2, n_chunks, chunk_rows, Q, q, n_steps,
         verdict = uot_rule(failed, _col_max(pu, 0), _col_max(pu, 1), _col_max(pv, 1),
                            _col_max(pv, 2), stopThr, errs, it)
         if verdict == FAILED:
-            u[:, :] = uprev
-            v[:, :] = vprev
+            _copy2(u, uprev)
+            _copy2(v, vprev)
             return it, True
         if verdict == CONVERGED:
             return it + 1, False
@@ -465,6 +490,57 @@ def _log_change(x, xprev):
 
 
 @njit(**_SER)
+def _log_targets(la, lb, ga, gb):
+    """(la - ga, lb - gb), -inf where la (lb) is -inf: the log-weights that
+    the row (column) updates subtract their logsumexps from."""
+    n = la.shape[1]
+    m = lb.shape[1]
+    lam = np.empty((la.shape[0], n))
+    lbm = np.empty((lb.shape[0], m))
+    for k in range(la.shape[0]):
+        kg = min(k, ga.shape[0] - 1)
+        for i in range(n):
+            lam[k, i] = -np.inf if la[k, i] == -np.inf else la[k, i] - ga[kg, i]
+    for k in range(lb.shape[0]):
+        kg = min(k, gb.shape[0] - 1)
+        for j in range(m):
+            lbm[k, j] = -np.inf if lb[k, j] == -np.inf else lb[k, j] - gb[kg, j]
+    return lam, lbm
+
+
+@njit(**_SER)
+def _shifted(g, x, out):
+    """out[k, :] = g[min(k, last row of g), :] + x[k, :]."""
+    for k in range(x.shape[0]):
+        kg = min(k, g.shape[0] - 1)
+        for j in range(x.shape[1]):
+            out[k, j] = g[kg, j] + x[k, j]
+
+
+@njit(**_SER)
+def _log_col_finish(lbm, fi2, logu, logv):
+    """logv = fi2 (lbm - logv) (-inf where lbm is -inf), logv holding the
+    column logsumexps on entry; True if logu or the new logv has a NaN."""
+    K, m = logv.shape
+    n = logu.shape[1]
+    shared = lbm.shape[0] == 1
+    bad = False
+    for k in range(K):
+        for j in range(m):
+            lbj = lbm[0, j] if shared else lbm[k, j]
+            if lbj == -np.inf:
+                logv[k, j] = -np.inf
+            else:
+                logv[k, j] = fi2 * (lbj - logv[k, j])
+            if np.isnan(logv[k, j]):
+                bad = True
+        for i in range(n):
+            if np.isnan(logu[k, i]):
+                bad = True
+    return bad
+
+
+@njit(**_SER)
 def uot_log_run(M0, c, ga, gb, la, lb, fi1, fi2, logu, logv, n_chunks, chunk_rows,
                 n_steps, stopThr, errs):
     """Up to ``n_steps`` log-domain unbalanced iterations in place.
@@ -484,55 +560,21 @@ def uot_log_run(M0, c, ga, gb, la, lb, fi1, fi2, logu, logv, n_chunks, chunk_row
     vprev = np.empty_like(logv)
     gv = np.empty((K, m))
     gu = np.empty((K, n))
-    lam = np.empty((la.shape[0], n))
-    lbm = np.empty((lb.shape[0], m))
-    for k in range(la.shape[0]):
-        for i in range(n):
-            lam[k, i] = la[k, i] - ga[min(k, ga.shape[0] - 1), i]
-    for k in range(lb.shape[0]):
-        for j in range(m):
-            lbm[k, j] = lb[k, j] - gb[min(k, gb.shape[0] - 1), j]
-    for k in range(la.shape[0]):
-        for i in range(n):
-            if la[k, i] == -np.inf:
-                lam[k, i] = -np.inf
-    for k in range(lb.shape[0]):
-        for j in range(m):
-            if lb[k, j] == -np.inf:
-                lbm[k, j] = -np.inf
+    lam, lbm = _log_targets(la, lb, ga, gb)
     for it in range(n_steps):
-        uprev[:, :] = logu
-        vprev[:, :] = logv
-        for k in range(K):
-            kb = min(k, gb.shape[0] - 1)
-            for j in range(m):
-                gv[k, j] = gb[kb, j] + logv[k, j]
+        _copy2(uprev, logu)
+        _copy2(vprev, logv)
+        _shifted(gb, logv, gv)
         uot_log_row_update(M0, c, gv, lam, fi1, logu)
-        for k in range(K):
-            ka = min(k, ga.shape[0] - 1)
-            for i in range(n):
-                gu[k, i] = ga[ka, i] + logu[k, i]
+        _shifted(ga, logu, gu)
         log_col_lse(M0, c, gu, n_chunks, chunk_rows, logv)
-        shared = lbm.shape[0] == 1
-        bad = False
-        for k in range(K):
-            for j in range(m):
-                lbj = lbm[0, j] if shared else lbm[k, j]
-                if lbj == -np.inf:
-                    logv[k, j] = -np.inf
-                else:
-                    logv[k, j] = fi2 * (lbj - logv[k, j])
-                if np.isnan(logv[k, j]):
-                    bad = True
-            for i in range(n):
-                if np.isnan(logu[k, i]):
-                    bad = True
+        bad = _log_col_finish(lbm, fi2, logu, logv)
         du, mu = _log_change(logu, uprev)
         dv, mv = _log_change(logv, vprev)
         verdict = uot_rule(bad, du, mu, dv, mv, stopThr, errs, it)
         if verdict == FAILED:
-            logu[:, :] = uprev
-            logv[:, :] = vprev
+            _copy2(logu, uprev)
+            _copy2(logv, vprev)
             return it, True
         if verdict == CONVERGED:
             return it + 1, False
@@ -577,6 +619,431 @@ def uot_log_plan_stats(M0, M, c, fu, fv, C, ca, cb, use_mat, write_plan, plan,
 
 
 # --------------------------------------------------------------------------
+# Small problems: the whole solve serially on the calling thread (issue 23)
+# --------------------------------------------------------------------------
+# A state of at most ``_config.SMALL_MAX_ENTRIES`` entries (dim_a x dim_b x
+# n_problems) runs the kernels of this section and no others: no parallel
+# region is launched (its wake-up of the worker threads costs more than an
+# iteration's arithmetic there, and stalls behind any other busy thread
+# pool), K is formed, iterated and read by plain loops, and the iterations
+# keep POT's per-iteration rule (:func:`uot_rule`).  Same iterates as the
+# blocked kernels to rounding (sums taken in another order; a float32 K is
+# used in float64 lanes).  These kernels call no parallel kernel, so a first
+# call on a small problem compiles none.
+
+
+def _serial_twin(kernel):
+    """``kernel`` (a ``parallel=True`` dispatcher) compiled serially
+    (``prange`` runs as ``range``) as a function named ``<name>_serial``:
+    Numba's disk cache keys a function by its qualified name, not by its
+    flags, so the same function compiled both ways would share one entry."""
+    f = kernel.py_func
+    g = types.FunctionType(f.__code__, f.__globals__, f.__name__ + "_serial", f.__defaults__,
+                           f.__closure__)
+    g.__qualname__ = f.__qualname__ + "_serial"
+    g.__module__, g.__doc__ = f.__module__, f.__doc__
+    return njit(**_SER)(g)
+
+
+uot_gibbs_serial = _serial_twin(uot_gibbs)
+uot_log_row_update_serial = _serial_twin(uot_log_row_update)
+
+
+@njit(**_SER)
+def uot_small_run(Kmat, a, b, u, v, fi1, fi2, n_steps, stopThr, errs):
+    """:func:`uot_run` on the calling thread: up to ``n_steps`` iterations
+    u = (a / K v)^fi1, v = (b / K^T u)^fi2 in place under :func:`uot_rule`.
+
+    Each row of K is read once per iteration: (K v_k)_i, the new u_ki, and
+    K_ij u_ki added into q_k = K^T u_k while the row is in L1; then v from q.
+    Sums in float64 (a float32 K is widened entry by entry).  Same returns
+    and ``errs`` as :func:`uot_run`."""
+    n, m = Kmat.shape
+    P = u.shape[0]
+    shared_a = a.shape[0] == 1
+    shared_b = b.shape[0] == 1
+    uprev = np.empty_like(u)
+    vprev = np.empty_like(v)
+    q = np.empty((P, m))
+    for it in range(n_steps):
+        _copy2(uprev, u)
+        _copy2(vprev, v)
+        for k in range(P):
+            for j in range(m):
+                q[k, j] = 0.0
+        du = 0.0
+        mu = 0.0
+        bad = False
+        for i in range(n):
+            for k in range(P):
+                s = 0.0
+                for j in range(m):
+                    s += Kmat[i, j] * v[k, j]
+                aki = a[0, i] if shared_a else a[k, i]
+                x = _pow(aki / s, fi1)
+                old = u[k, i]
+                u[k, i] = x
+                if not np.isfinite(x):
+                    bad = True
+                du = max(du, abs(x - old))
+                mu = max(mu, max(abs(x), abs(old)))
+                for j in range(m):
+                    q[k, j] += Kmat[i, j] * x
+        dv = 0.0
+        mv = 0.0
+        for k in range(P):
+            for j in range(m):
+                qkj = q[k, j]
+                if qkj == 0.0:
+                    bad = True
+                bkj = b[0, j] if shared_b else b[k, j]
+                x = _pow(bkj / qkj, fi2)
+                old = v[k, j]
+                v[k, j] = x
+                if not np.isfinite(x):
+                    bad = True
+                dv = max(dv, abs(x - old))
+                mv = max(mv, max(abs(x), abs(old)))
+        verdict = uot_rule(bad, du, mu, dv, mv, stopThr, errs, it)
+        if verdict == FAILED:
+            _copy2(u, uprev)
+            _copy2(v, vprev)
+            return it, True
+        if verdict == CONVERGED:
+            return it + 1, False
+    return n_steps, False
+
+
+@njit(**_SER)
+def _small_col_lse(M0, c, gu, out):
+    """out[k, j] = LSE_i(c M0[i, j] + gu[k, i]) (``log_col_lse`` on the
+    calling thread): the column maxima in one sweep of the rows, then the
+    shifted exponentials in a second; -inf for a column of -inf terms."""
+    n, m = M0.shape
+    K = gu.shape[0]
+    mx = np.empty(m)
+    sm = np.empty(m)
+    for k in range(K):
+        for j in range(m):
+            mx[j] = -np.inf
+            sm[j] = 0.0
+        for i in range(n):
+            g = gu[k, i]
+            for j in range(m):
+                mx[j] = max(mx[j], c * M0[i, j] + g)
+        for i in range(n):
+            g = gu[k, i]
+            if g == -np.inf:
+                continue
+            for j in range(m):
+                sh = mx[j]
+                e = fast_exp(c * M0[i, j] + g - sh)
+                sm[j] += e if sh > -np.inf else 0.0
+        for j in range(m):
+            out[k, j] = -np.inf if mx[j] == -np.inf else mx[j] + math.log(sm[j])
+
+
+@njit(**_SER)
+def uot_log_small_run(M0, c, ga, gb, la, lb, fi1, fi2, logu, logv, n_steps, stopThr, errs):
+    """:func:`uot_log_run` on the calling thread (same arguments but the
+    chunk layout, same returns)."""
+    K = logu.shape[0]
+    n = logu.shape[1]
+    m = logv.shape[1]
+    uprev = np.empty_like(logu)
+    vprev = np.empty_like(logv)
+    gv = np.empty((K, m))
+    gu = np.empty((K, n))
+    lam, lbm = _log_targets(la, lb, ga, gb)
+    for it in range(n_steps):
+        _copy2(uprev, logu)
+        _copy2(vprev, logv)
+        _shifted(gb, logv, gv)
+        uot_log_row_update_serial(M0, c, gv, lam, fi1, logu)
+        _shifted(ga, logu, gu)
+        _small_col_lse(M0, c, gu, logv)
+        bad = _log_col_finish(lbm, fi2, logu, logv)
+        du, mu = _log_change(logu, uprev)
+        dv, mv = _log_change(logv, vprev)
+        verdict = uot_rule(bad, du, mu, dv, mv, stopThr, errs, it)
+        if verdict == FAILED:
+            _copy2(logu, uprev)
+            _copy2(logv, vprev)
+            return it, True
+        if verdict == CONVERGED:
+            return it + 1, False
+    return n_steps, False
+
+
+@njit(**_SER)
+def uot_small_plan_stats(Kmat, M, u, v, C, ca, cb, use_mat, write_plan, plan, rows, cols, out):
+    """:func:`uot_plan_stats` on the calling thread (no chunk layout)."""
+    n, m = Kmat.shape
+    for j in range(m):
+        cols[j] = 0.0
+    lin = 0.0
+    kl = 0.0
+    for i in range(n):
+        ui = u[i]
+        rs = 0.0
+        li = 0.0
+        ki = 0.0
+        for j in range(m):
+            p = ui * Kmat[i, j] * v[j]
+            if write_plan:
+                plan[i, j] = p
+            cij = C[i, j] if use_mat else ca[i] * cb[j]
+            rs += p
+            li += p * M[i, j]
+            ki += p * math.log(p / cij + 1e-16)
+            cols[j] += p
+        rows[i] = rs
+        lin += li
+        kl += ki
+    out[0] = lin
+    out[1] = kl
+
+
+@njit(**_SER)
+def uot_log_small_plan_stats(M0, M, c, fu, fv, C, ca, cb, use_mat, write_plan, plan, rows,
+                             cols, out):
+    """:func:`uot_log_plan_stats` on the calling thread (no chunk layout)."""
+    n, m = M0.shape
+    for j in range(m):
+        cols[j] = 0.0
+    lin = 0.0
+    kl = 0.0
+    for i in range(n):
+        fi = fu[i]
+        rs = 0.0
+        li = 0.0
+        ki = 0.0
+        for j in range(m):
+            p = fast_exp(c * M0[i, j] + fi + fv[j])
+            if write_plan:
+                plan[i, j] = p
+            cij = C[i, j] if use_mat else ca[i] * cb[j]
+            rs += p
+            li += p * M[i, j]
+            ki += p * math.log(p / cij + 1e-16)
+            cols[j] += p
+        rows[i] = rs
+        lin += li
+        kl += ki
+    out[0] = lin
+    out[1] = kl
+
+
+@njit(**_SER)
+def uot_small_plan(Kmat, u, v, out):
+    """out[i, j] = u[i] K[i, j] v[j] (``scaled_plan`` on the calling thread)."""
+    n, m = Kmat.shape
+    for i in range(n):
+        ui = u[i]
+        for j in range(m):
+            out[i, j] = ui * Kmat[i, j] * v[j]
+
+
+@njit(**_SER)
+def uot_small_loss(Kmat, M, u, v, out):
+    """out[k] = sum_ij M_ij u[k, i] K_ij v[k, j] (``scaled_loss`` on the
+    calling thread)."""
+    n, m = Kmat.shape
+    for k in range(u.shape[0]):
+        acc = 0.0
+        for i in range(n):
+            s = 0.0
+            for j in range(m):
+                s += M[i, j] * Kmat[i, j] * v[k, j]
+            acc += s * u[k, i]
+        out[k] = acc
+
+
+@njit(**_SER)
+def uot_log_small_loss(M, c, f, g, out):
+    """out[k] = sum_ij M_ij exp(c M_ij + f[k, i] + g[k, j]) (``gibbs_loss``
+    on the calling thread)."""
+    n, m = M.shape
+    for k in range(g.shape[0]):
+        acc = 0.0
+        for i in range(n):
+            fi = f[k, i]
+            if fi == -np.inf:
+                continue
+            s = 0.0
+            for j in range(m):
+                x = M[i, j]
+                s += x * fast_exp(c * x + fi + g[k, j])
+            acc += s
+        out[k] = acc
+
+
+# --------------------------------------------------------------------------
+# The whole call of a plain small problem (1-D NumPy weights, no c, no warm
+# start): input screen, solve and outputs in one compiled call
+# --------------------------------------------------------------------------
+@njit(**_SER)
+def _screen_weights(w, out):
+    """out[0, :] = w (float64); True if every entry is finite and >= 0 and
+    the sum is positive and finite (the checks of ``numbaot._checks`` on
+    weights)."""
+    ok = True
+    s = 0.0
+    for i in range(w.shape[0]):
+        x = np.float64(w[i])
+        ok &= (x >= 0.0) & (x < np.inf)
+        s += x
+        out[0, i] = x
+    return ok and 0.0 < s < np.inf
+
+
+@njit(**_SER)
+def _scale_ok(finite, lo, hi, reg, scale_max):
+    """M finite and max|M| / reg within ``_checks.COST_SCALE_MAX`` (lo, hi:
+    M's min and max)."""
+    return finite and max(hi, -lo) / reg <= scale_max
+
+
+@njit(**_SER)
+def _kl_div(p, q):
+    """POT's ``kl_div(p, q)``: sum p log(p / q + 1e-16)."""
+    s = 0.0
+    for i in range(p.shape[0]):
+        s += p[i] * math.log(p[i] / q[i] + 1e-16)
+    return s
+
+
+@njit(**_SER)
+def _split_stats(stats, n, m):
+    """(rows (n,), cols (m,), out (4,)) views of one float64 buffer."""
+    return stats[:n], stats[n:n + m], stats[n + m:n + m + 4]
+
+
+@njit(**_SER)
+def uot_small_call(M, a, b, reg, fi1, fi2, entropy, n_steps, stopThr, scale_max, want_stats,
+                   errs, plan, u1, v1, stats):
+    """``sinkhorn_knopp_unbalanced`` on 1-D weights a (dim_a,), b (dim_b,)
+    of M's dtype, start to finish: the input screen (a, b finite, >= 0, of
+    positive mass; M finite with max|M| / reg <= ``scale_max``, fused into
+    the pass that forms K = exp(-M / reg) a b^T, or exp(-M / reg) with
+    ``entropy``), initial scalings 1, :func:`uot_small_run`, then the plan
+    in ``plan`` (M's dtype, which first holds K) and, with ``want_stats``,
+    its statistics in ``stats`` (dim_a + dim_b + 4,): row sums, column sums,
+    [<plan, M>, KL(plan, c), KL(plan 1, a), KL(plan^T 1, b)].  The scalings
+    are left in ``u1`` (dim_a,), ``v1`` (dim_b,), float64.
+
+    Returns (ok, iterations run, failed) as :func:`uot_run`; ``ok`` False
+    when the screen failed (nothing was computed: the caller runs the full
+    validation, which raises)."""
+    n, m = M.shape
+    u = u1.reshape(1, n)
+    v = v1.reshape(1, m)
+    a2 = np.empty((1, n))
+    b2 = np.empty((1, m))
+    if not (_screen_weights(a, a2) and _screen_weights(b, b2)):
+        return False, 0, False
+    ca = np.ones(n) if entropy else a2[0]
+    cb = np.ones(m) if entropy else b2[0]
+    c = -1.0 / reg
+    lo = np.inf
+    hi = -np.inf
+    finite = True
+    for i in range(n):
+        cai = ca[i]
+        for j in range(m):
+            x = M[i, j]
+            finite &= np.isfinite(x)
+            lo = min(lo, x)
+            hi = max(hi, x)
+            plan[i, j] = fast_exp(c * x) * cai * cb[j]
+    if not _scale_ok(finite, lo, hi, reg, scale_max):
+        return False, 0, False
+    for i in range(n):
+        u1[i] = 1.0
+    for j in range(m):
+        v1[j] = 1.0
+    nit, failed = uot_small_run(plan, a2, b2, u, v, fi1, fi2, n_steps, stopThr, errs)
+    if want_stats:
+        rows, cols, out = _split_stats(stats, n, m)
+        uot_small_plan_stats(plan, M, u1, v1, np.zeros((1, 1)), ca, cb, False, True, plan,
+                             rows, cols, out)
+        out[2] = _kl_div(rows, a2[0])
+        out[3] = _kl_div(cols, b2[0])
+    else:
+        uot_small_plan(plan, u1, v1, plan)
+    return True, nit, failed
+
+
+@njit(**_SER)
+def uot_log_small_call(M, a, b, reg, fi1, fi2, entropy, n_steps, stopThr, scale_max, errs,
+                       plan, u1, v1, stats):
+    """``sinkhorn_unbalanced_log`` on 1-D weights, start to finish, as
+    :func:`uot_small_call` (one pass over M screens it): log-kernel
+    -M / reg + log a_i + log b_j (-M / reg with ``entropy``), initial
+    log-scalings 0, :func:`uot_log_small_run`, then the plan and its
+    statistics (always: ``plan``, ``stats``).  The log-scalings are left in
+    ``u1``, ``v1``."""
+    n, m = M.shape
+    a2 = np.empty((1, n))
+    b2 = np.empty((1, m))
+    if not (_screen_weights(a, a2) and _screen_weights(b, b2)):
+        return False, 0, False
+    lo = np.inf
+    hi = -np.inf
+    finite = True
+    for i in range(n):
+        for j in range(m):
+            x = M[i, j]
+            finite &= np.isfinite(x)
+            lo = min(lo, x)
+            hi = max(hi, x)
+    if not _scale_ok(finite, lo, hi, reg, scale_max):
+        return False, 0, False
+    c = -1.0 / reg
+    la = np.empty((1, n))
+    lb = np.empty((1, m))
+    for i in range(n):
+        la[0, i] = math.log(a2[0, i])
+    for j in range(m):
+        lb[0, j] = math.log(b2[0, j])
+    ga = np.zeros((1, n)) if entropy else la
+    gb = np.zeros((1, m)) if entropy else lb
+    ca = np.ones(n) if entropy else a2[0]
+    cb = np.ones(m) if entropy else b2[0]
+    logu = u1.reshape(1, n)
+    logv = v1.reshape(1, m)
+    for i in range(n):
+        u1[i] = 0.0
+    for j in range(m):
+        v1[j] = 0.0
+    nit, failed = uot_log_small_run(M, c, ga, gb, la, lb, fi1, fi2, logu, logv, n_steps,
+                                    stopThr, errs)
+    fu = np.empty(n)
+    fv = np.empty(m)
+    for i in range(n):
+        fu[i] = logu[0, i] + ga[0, i]
+    for j in range(m):
+        fv[j] = logv[0, j] + gb[0, j]
+    rows, cols, out = _split_stats(stats, n, m)
+    uot_log_small_plan_stats(M, M, c, fu, fv, np.zeros((1, 1)), ca, cb, False, True, plan,
+                             rows, cols, out)
+    out[2] = _kl_div(rows, a2[0])
+    out[3] = _kl_div(cols, b2[0])
+    return True, nit, failed
+
+
+def is_small(dim_a, dim_b, n_problems, log_domain):
+    """Whether a problem of this size runs the small-problem kernels: at
+    most ``_config.SMALL_MAX_ENTRIES`` entries (dim_a x dim_b x n_problems),
+    and for the log domain also at most ``_config.SMALL_MAX_ENTRIES_LOG``
+    (read at call time, so that tests can move the thresholds)."""
+    entries = dim_a * dim_b * n_problems
+    if log_domain and entries > _config.SMALL_MAX_ENTRIES_LOG:
+        return False
+    return entries <= _config.SMALL_MAX_ENTRIES
+
+
+# --------------------------------------------------------------------------
 # Launchers: the same names, signatures and returns as numbaot.cuda.unbalanced
 # --------------------------------------------------------------------------
 def _run_steps(run, args, n_steps, errs):
@@ -584,21 +1051,25 @@ def _run_steps(run, args, n_steps, errs):
     errors of its completed iterations to the list ``errs``."""
     buf = np.empty(max(n_steps, 1))
     nit, failed = run(*args, buf)
-    errs.extend(buf[:nit])
+    errs.extend(buf[:nit].tolist())
     return nit, failed
 
 
-def _stats(kernel, args, shape, dtype, want_plan):
+def _stats(kernel, args, shape, dtype, want_plan, small):
     """Plan (if wanted) and its statistics by ``kernel`` (``uot_plan_stats``
-    or ``uot_log_plan_stats``), one problem."""
+    or ``uot_log_plan_stats``, or their small-problem twins when ``small``),
+    one problem."""
     dim_a, dim_b = shape
-    n_chunks, chunk_rows = chunk_layout(dim_a, 1, dim_b)
     plan = np.empty(shape, dtype=dtype) if want_plan else np.empty((1, 1), dtype=dtype)
     rows = np.empty(dim_a)
     cols = np.empty(dim_b)
-    Qc = np.empty((n_chunks, 1, dim_b))
     out = np.empty(2)
-    kernel(*args, want_plan, plan, n_chunks, chunk_rows, rows, Qc, cols, out)
+    if small:
+        kernel(*args, want_plan, plan, rows, cols, out)
+    else:
+        n_chunks, chunk_rows = chunk_layout(dim_a, 1, dim_b)
+        Qc = np.empty((n_chunks, 1, dim_b))
+        kernel(*args, want_plan, plan, n_chunks, chunk_rows, rows, Qc, cols, out)
     return (plan if want_plan else None), rows, cols, out
 
 
@@ -634,21 +1105,40 @@ class UotState:
         picklable object) every process uses for a stopping decision.  With
         a hook the iterations run one by one from Python, in float64 lanes
         for any K, and v is formed on the host; a single problem only.
+
+    Without a hook, a state of at most ``_config.SMALL_MAX_ENTRIES`` entries
+    (dim_a x dim_b x n_problems) is *small*: K, the iterations (up to
+    ``_config.SMALL_MAX_ITER`` per call) and the outputs run the serial
+    kernels ``uot_gibbs_serial``, ``uot_small_run``, ``uot_small_plan``,
+    ``uot_small_loss``, ``uot_small_plan_stats`` on the calling thread.
     """
 
     def __init__(self, M, reg, ca, cb, C, use_mat, a, b, u, v, fi1, fi2, reduction=None):
         dim_a, dim_b = M.shape
-        n_problems = u.shape[0]
         self.M = M
         self.reduction = reduction
         self.ca, self.cb, self.C, self.use_mat = ca, cb, C, use_mat
         self.a, self.b, self.u, self.v = a, b, u, v
         self.fi1, self.fi2 = fi1, fi2
         self.Kmat = np.empty(M.shape, dtype=M.dtype)
-        uot_gibbs(M, -1.0 / reg, ca, cb, C, use_mat, self.Kmat)
-        self.n_chunks, self.chunk_rows = chunk_layout(dim_a, n_problems, dim_b)
-        self.Q = np.empty((self.n_chunks, n_problems, dim_b))
-        self.q = np.empty((n_problems, dim_b))
+        self.small = reduction is None and is_small(dim_a, dim_b, u.shape[0], False)
+        (uot_gibbs_serial if self.small else uot_gibbs)(M, -1.0 / reg, ca, cb, C, use_mat,
+                                                       self.Kmat)
+        self.Q = None
+        if not self.small:
+            _blocked_layout(self)
+
+
+def _blocked_layout(st):
+    """The chunk layout and the column accumulators of the blocked kernels
+    (a small state gets them only if it runs them: more than
+    ``_config.SMALL_MAX_ITER`` iterations in one call)."""
+    if st.Q is None:
+        dim_a, dim_b = st.M.shape
+        n_problems = st.u.shape[0]
+        st.n_chunks, st.chunk_rows = chunk_layout(dim_a, n_problems, dim_b)
+        st.Q = np.empty((st.n_chunks, n_problems, dim_b))
+        st.q = np.empty((n_problems, dim_b))
 
 
 def _uot_run_reduced(st, n_steps, stopThr, errs):
@@ -701,6 +1191,10 @@ def uot_steps(st, n_steps, stopThr, errs):
     if st.reduction is not None:
         return _run_steps(lambda *args: _uot_run_reduced(st, *args), (n_steps, stopThr),
                           n_steps, errs)
+    if st.small and n_steps <= _config.SMALL_MAX_ITER:
+        return _run_steps(uot_small_run, (st.Kmat, st.a, st.b, st.u, st.v, st.fi1, st.fi2,
+                                          n_steps, stopThr), n_steps, errs)
+    _blocked_layout(st)
     return _run_steps(uot_run, (st.Kmat, st.a, st.b, st.u, st.v, st.fi1, st.fi2, st.n_chunks,
                                 st.chunk_rows, st.Q, st.q, n_steps, stopThr), n_steps, errs)
 
@@ -714,14 +1208,17 @@ def uot_loss(st):
     """<plan_k, M>_F of every problem, host array (n_problems,) (the plans
     are not formed)."""
     loss = np.empty(st.u.shape[0])
-    scaled_loss(st.Kmat, st.M, st.u, st.v, st.n_chunks, st.chunk_rows, loss)
+    if st.small:
+        uot_small_loss(st.Kmat, st.M, st.u, st.v, loss)
+    else:
+        scaled_loss(st.Kmat, st.M, st.u, st.v, st.n_chunks, st.chunk_rows, loss)
     return loss
 
 
 def uot_plan(st):
     """The plan diag(u) K diag(v) of the first problem, (dim_a, dim_b), dtype of M."""
     plan = np.empty(st.Kmat.shape, dtype=st.Kmat.dtype)
-    scaled_plan(st.Kmat, st.u[0], st.v[0], plan)
+    (uot_small_plan if st.small else scaled_plan)(st.Kmat, st.u[0], st.v[0], plan)
     return plan
 
 
@@ -729,8 +1226,9 @@ def uot_stats(st, want_plan):
     """The first problem's plan (dtype of M; None unless ``want_plan``), its
     row and column sums (host float64 (dim_a,), (dim_b,)) and host float64
     [<plan, M>, sum plan log(plan / c + 1e-16)] (POT's ``kl_div(plan, c)``)."""
-    return _stats(uot_plan_stats, (st.Kmat, st.M, st.u[0], st.v[0], st.C, st.ca, st.cb,
-                                   st.use_mat), st.M.shape, st.M.dtype, want_plan)
+    return _stats(uot_small_plan_stats if st.small else uot_plan_stats,
+                  (st.Kmat, st.M, st.u[0], st.v[0], st.C, st.ca, st.cb, st.use_mat),
+                  st.M.shape, st.M.dtype, want_plan, st.small)
 
 
 class UotLogState:
@@ -740,6 +1238,10 @@ class UotLogState:
     initial log-scalings.  The log-kernel is c M0_ij + ga_i + gb_j with
     c = -1 / reg: M0 = M - reg log C (formed here) and ga = gb = 0 with an
     explicit C; else M0 = M, ga = log ca, gb = log cb.
+
+    A state of at most ``_config.SMALL_MAX_ENTRIES`` entries runs the serial
+    kernels ``uot_log_small_run``, ``uot_log_small_loss`` and
+    ``uot_log_small_plan_stats`` (as :class:`UotState`).
     """
 
     def __init__(self, M, reg, ca, cb, C, use_mat, a, b, u, v, fi1, fi2):
@@ -759,6 +1261,7 @@ class UotLogState:
         self.ga, self.gb = np.ascontiguousarray(ga), np.ascontiguousarray(gb)
         self.u, self.v = u, v
         self.fi1, self.fi2 = fi1, fi2
+        self.small = is_small(dim_a, dim_b, n_problems, True)
         self.n_chunks, self.chunk_rows = chunk_layout(dim_a, n_problems, dim_b)
 
 
@@ -767,6 +1270,10 @@ def uot_log_steps(st, n_steps, stopThr, errs):
     + log v)), log v = fi2 (log b - LSE_i(log K + log u)) under POT's
     stopping rule (:func:`uot_rule`) on the log-scalings.  ``errs`` and the
     returns as :func:`uot_steps`."""
+    if st.small and n_steps <= _config.SMALL_MAX_ITER:
+        return _run_steps(uot_log_small_run, (st.M0, st.c, st.ga, st.gb, st.la, st.lb, st.fi1,
+                                              st.fi2, st.u, st.v, n_steps, stopThr),
+                          n_steps, errs)
     return _run_steps(uot_log_run, (st.M0, st.c, st.ga, st.gb, st.la, st.lb, st.fi1, st.fi2,
                                     st.u, st.v, st.n_chunks, st.chunk_rows, n_steps, stopThr),
                       n_steps, errs)
@@ -780,8 +1287,11 @@ def uot_log_potentials(st):
 def uot_log_loss(st):
     """<plan_k, M>_F of every problem, host array (n_problems,)."""
     loss = np.empty(st.u.shape[0])
-    gibbs_loss(st.M, st.c, np.ascontiguousarray(st.u + st.ga), np.ascontiguousarray(st.v + st.gb),
-               st.n_chunks, st.chunk_rows, loss)
+    f, g = np.ascontiguousarray(st.u + st.ga), np.ascontiguousarray(st.v + st.gb)
+    if st.small:
+        uot_log_small_loss(st.M, st.c, f, g, loss)
+    else:
+        gibbs_loss(st.M, st.c, f, g, st.n_chunks, st.chunk_rows, loss)
     return loss
 
 
@@ -789,5 +1299,6 @@ def uot_log_stats(st, want_plan):
     """:func:`uot_stats` for the log domain: plan_ij = exp(c M0_ij + log u_i
     + ga_i + log v_j + gb_j)."""
     fu, fv = st.u[0] + st.ga[0], st.v[0] + st.gb[0]
-    return _stats(uot_log_plan_stats, (st.M0, st.M, st.c, fu, fv, st.C, st.ca, st.cb,
-                                       st.use_mat), st.M.shape, st.M.dtype, want_plan)
+    return _stats(uot_log_small_plan_stats if st.small else uot_log_plan_stats,
+                  (st.M0, st.M, st.c, fu, fv, st.C, st.ca, st.cb, st.use_mat),
+                  st.M.shape, st.M.dtype, want_plan, st.small)

@@ -12,8 +12,8 @@ import warnings
 
 import numpy as np
 
-from .. import _checks, _loops
-from .._balanced import plan_result, vector_result
+from .. import _checks, _config, _loops
+from .._balanced import plain_array, plan_result, vector_result
 from ._common import METHODS, setup, total_cost
 from ._stabilized import sinkhorn_stabilized_unbalanced, sinkhorn_unbalanced_translation_invariant
 
@@ -26,8 +26,22 @@ def _backend(P):
     if P.device == "cuda":
         from ..cuda import unbalanced
     else:
-        from ..cpu import unbalanced
+        unbalanced = _cpu()
     return unbalanced
+
+
+_CPU = []
+
+
+def _cpu():
+    """``numbaot.cpu.unbalanced``, imported on first use (``import numbaot``
+    loads no kernel module) and then kept: an import statement costs about
+    a microsecond per call."""
+    if not _CPU:
+        from ..cpu import unbalanced
+
+        _CPU.append(unbalanced)
+    return _CPU[0]
 
 
 def _initial(S, log_domain):
@@ -56,10 +70,15 @@ def _iterate(S, steps, st, verbose, log):
         warnings.warn(_loops.NUMERICAL_ERRORS % nit)
     if not log:
         return None
-    lg = {"err": [S.P.dtype.type(e) for e in errs]}
+    lg = {"err": _err_list(errs, S.P.dtype)}
     if verbose:
         _loops.print_errs(lg["err"])
     return lg
+
+
+def _err_list(errs, dtype):
+    """The errors as POT's list of scalars of the result dtype."""
+    return list(np.array(errs, dtype=dtype))
 
 
 def _vectors(P, x):
@@ -91,6 +110,96 @@ def _state(S, be_state, log_domain):
     P = S.P
     u, v = _initial(S, log_domain)
     return be_state(P.M, S.reg, S.ca, S.cb, S.Cmat, S.use_mat, P.a, P.b, u, v, S.fi1, S.fi2)
+
+
+# --------------------------------------------------------------------------
+# the one-call path of a plain small problem (issue 23): no Setup, no state
+# --------------------------------------------------------------------------
+_FAST_DTYPES = (np.dtype(np.float64), np.dtype(np.float32))
+_FAST_SCALARS = (float, int, np.float64)
+
+
+def _fast_solve(method, a, b, M, reg, reg_m, reg_type, c, warmstart, numItermax, stopThr,
+                verbose, log, want_plan):
+    """``method`` ('sinkhorn' or 'sinkhorn_log') on a plain small problem in
+    one compiled call (``uot_small_call`` / ``uot_log_small_call`` of
+    ``numbaot.cpu.unbalanced``): NumPy arrays of one dtype (float64 or
+    float32), 1-D weights of the right lengths, a small size
+    (``numbaot.cpu.unbalanced.is_small``), a scalar reg > 0, a scalar reg_m >= 0,
+    reg_type 'kl' or 'entropy', no ``c``, no warm start, an int numItermax
+    within ``_config.SMALL_MAX_ITER``, a real stopThr >= 0.  The array
+    values are screened in the compiled call.  Returns the outputs as the
+    full path would, or None: anything this or the screen refuses takes the
+    full path (``setup``, ``numbaot._checks``), which raises where the input
+    is bad."""
+    if (c is not None or warmstart is not None or type(M) is not np.ndarray
+            or type(a) is not np.ndarray or type(b) is not np.ndarray):
+        return None
+    dt = M.dtype
+    if (dt not in _FAST_DTYPES or a.dtype != dt or b.dtype != dt or M.ndim != 2 or a.ndim != 1
+            or b.ndim != 1):
+        return None
+    n, m = M.shape
+    if a.shape[0] != n or b.shape[0] != m or n == 0 or m == 0:
+        return None
+    be = _cpu()
+    if not be.is_small(n, m, 1, method == "sinkhorn_log"):
+        return None
+    if type(numItermax) is not int or not 0 <= numItermax <= _config.SMALL_MAX_ITER:
+        return None
+    if (type(reg) not in _FAST_SCALARS or type(stopThr) not in _FAST_SCALARS
+            or type(reg_m) not in _FAST_SCALARS):
+        return None
+    reg, reg_m, stopThr = float(reg), float(reg_m), float(stopThr)
+    if not (0.0 < reg < np.inf and reg_m >= 0.0 and stopThr >= 0.0):
+        return None
+    if reg_type == "kl":
+        entropy = False
+    elif reg_type == "entropy":
+        entropy = True
+    else:
+        return None
+    a, b, M = plain_array(a), plain_array(b), plain_array(M)
+    fi = _loops.marginal_exponent(reg_m, reg)
+    errs = np.empty(max(numItermax, 1))
+    plan = np.empty((n, m), dtype=dt)
+    u, v = np.empty(n), np.empty(m)
+    stats = np.empty(n + m + 4)
+    if method == "sinkhorn":
+        want_stats = log or not want_plan
+        ok, nit, failed = be.uot_small_call(M, a, b, reg, fi, fi, entropy, numItermax, stopThr,
+                                            _checks.COST_SCALE_MAX, want_stats, errs, plan, u,
+                                            v, stats)
+    else:
+        ok, nit, failed = be.uot_log_small_call(M, a, b, reg, fi, fi, entropy, numItermax,
+                                                stopThr, _checks.COST_SCALE_MAX, errs, plan, u,
+                                                v, stats)
+    if not ok:
+        return None
+    if entropy:
+        warnings.warn(_loops.ENTROPY_WARNING)
+    if failed:
+        warnings.warn(_loops.NUMERICAL_ERRORS % nit)
+    res = plan if want_plan else None
+    if not log:
+        return res
+    lg = {"err": list(errs[:nit].astype(dt))}
+    if verbose:
+        _loops.print_errs(lg["err"])
+    if method == "sinkhorn":
+        with np.errstate(divide="ignore"):
+            lg["logu"] = np.log(u + 1e-300).astype(dt)
+            lg["logv"] = np.log(v + 1e-300).astype(dt)
+    else:
+        lg["logu"], lg["logv"] = u.astype(dt), v.astype(dt)
+    lin, kl_plan, kl_a, kl_b = stats[n + m:].tolist()
+    total = lin + reg * kl_plan  # POT's total_cost (``_common.total_cost``)
+    if reg_m != np.inf:
+        total += reg_m * kl_a
+        total += reg_m * kl_b
+    lg["cost"] = dt.type(lin)
+    lg["total_cost"] = dt.type(total)
+    return res, lg
 
 
 # --------------------------------------------------------------------------
@@ -213,6 +322,10 @@ def sinkhorn_knopp_unbalanced(a, b, M, reg, reg_m, reg_type="kl", c=None, warmst
     >>> print(np.round(G.sum(), 4))
     0.9402
     """
+    res = _fast_solve("sinkhorn", a, b, M, reg, reg_m, reg_type, c, warmstart, numItermax,
+                      stopThr, verbose, log, True)
+    if res is not None:
+        return res
     S = setup(a, b, M, reg, reg_m, reg_type, c, warmstart, numItermax, stopThr, allow_cuda=True)
     return _knopp(S, verbose, log)
 
@@ -301,6 +414,10 @@ def sinkhorn_unbalanced_log(a, b, M, reg, reg_m, reg_type="kl", c=None, warmstar
     [[0.314 0.076 0.   ]
      [0.    0.206 0.344]]
     """
+    res = _fast_solve("sinkhorn_log", a, b, M, reg, reg_m, reg_type, c, warmstart, numItermax,
+                      stopThr, verbose, log, True)
+    if res is not None:
+        return res
     S = setup(a, b, M, reg, reg_m, reg_type, c, warmstart, numItermax, stopThr, allow_cuda=True)
     return _log_solve(S, verbose, log)
 
@@ -321,6 +438,10 @@ def _solve(method, a, b, M, reg, reg_m, reg_type, c, warmstart, numItermax, stop
         return sinkhorn_unbalanced_translation_invariant(
             a, b, M, reg, reg_m, reg_type, c, warmstart, numItermax=numItermax,
             stopThr=stopThr, verbose=verbose, log=log, **kwargs)
+    res = _fast_solve(method, a, b, M, reg, reg_m, reg_type, c, warmstart, numItermax, stopThr,
+                      verbose, log, want_plan)
+    if res is not None:
+        return res
     S = setup(a, b, M, reg, reg_m, reg_type, c, warmstart, numItermax, stopThr,
               allow_cuda=method in ("sinkhorn", "sinkhorn_log"), method_name=f"method={method!r}")
     if method == "sinkhorn_log":
