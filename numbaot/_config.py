@@ -354,3 +354,22 @@ PARTIAL_SUM_FLOOR = 1e-200
 #: launches cost far more (a 6 x 5 problem took seconds), whence the bound
 #: at the low end of the crossover.
 STABILIZED_SERIAL_MAX_ENTRIES = 1 << 17
+
+# --------------------------------------------------------------------------
+# Epsilon scaling (point clouds)
+# --------------------------------------------------------------------------
+#: Iterations (POT's order: f then g) at each annealing temperature of the
+#: epsilon-scaling schedule of the point-cloud solvers
+#: (``numbaot._lazy.lazy_anneal``, ``numbaot.solve_sample(method='geomloss*')``),
+#: before the iterations at the target reg that run to POT's stopping rule.
+#: GeomLoss makes one (symmetric) update per temperature (Feydy 2020, Alg.
+#: 3.5).  Measured with benchmarks/bench_eps_scaling.py (see BENCHMARKS.md
+#: notes there): at a given ``scaling`` a second iteration per stage costs a
+#: full iteration per stage and buys less than a smaller ``scaling`` with one.
+EPS_SCALING_STAGE_ITERS = 1
+
+#: ``method='geomloss_auto'`` (and ``'geomloss'`` with ``lazy=None``) in
+#: ``numbaot.solve_sample``: the dense cost matrix ('geomloss_tensorized') up
+#: to this many entries n_samples_a x n_samples_b (64 MiB in float64), costs
+#: recomputed on the fly ('geomloss_online') above it.
+GEOMLOSS_AUTO_DENSE_MAX_ENTRIES = 1 << 23

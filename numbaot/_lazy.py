@@ -8,6 +8,12 @@ launcher contract: ``LazyState``, ``lazy_steps``, ``lazy_row_lse``,
 ``lazy_potentials``, ``lazy_outputs``, ``lazy_transport_cost``.  Costs are
 recomputed inside the kernels from the coordinates (memory O((n + m) d)).
 
+With ``scaling`` (epsilon scaling, :func:`lazy_anneal`), the iterations at
+the target reg are preceded by one annealing stage per temperature of the
+schedule :func:`eps_schedule` (from the diameter of the data down to reg),
+each warm-started from the previous stage's dual potentials, on the same
+launchers.
+
 Shared by ``numbaot.bregman`` (the empirical calls), ``numbaot.gradients``
 (point-cloud values and gradients) and ``numbaot.distributed`` (which takes
 :data:`LAZY_METRICS`, :func:`check_clouds`, :func:`lazy_loop` and
@@ -19,10 +25,13 @@ import warnings
 import numpy as np
 
 from . import _checks, _dispatch, _loops
+from ._config import EPS_SCALING_STAGE_ITERS
 from .cpu import empirical as cpu_empirical
 
 __all__ = ["LAZY_METRICS", "LazyPlan", "backend", "check_batch_size", "check_clouds",
-           "check_point_scale", "check_points", "lazy_loop", "lazy_solve", "row_marginal_l1"]
+           "check_point_scale", "check_points", "check_scaling", "eps_schedule", "lazy_anneal",
+           "lazy_loop", "lazy_setup", "lazy_solve", "max_diameter", "row_marginal_l1",
+           "set_temperature"]
 
 #: the costs the lazy kernels recompute, by their kernel code
 LAZY_METRICS = {"sqeuclidean": 0, "euclidean": 1}
@@ -145,6 +154,89 @@ def lazy_loop(run, error, dtype, numIterMax, stopThr, verbose, log, warn):
     return errs, i_ot
 
 
+def check_scaling(scaling, name="scaling"):
+    """The epsilon-scaling factor as a float in the open interval (0, 1):
+    ValueError naming ``name`` otherwise (1 would never reach the target,
+    0 or less is no schedule)."""
+    val = _checks.check_real_scalar(scaling, name)
+    if not (0.0 < val < 1.0):
+        raise ValueError(f"{name} must be a number in the open interval (0, 1) (the factor "
+                         f"by which eps shrinks at each annealing stage); got {scaling!r}")
+    return val
+
+
+def max_diameter(X_s, X_t):
+    """GeomLoss's diameter of a pair of point clouds (``max_diameter``): the
+    length of the diagonal of the bounding box of both, an upper bound of
+    every distance |x_i - y_j| (float, host arrays)."""
+    lo = np.minimum(X_s.min(axis=0), X_t.min(axis=0)).astype(np.float64)
+    hi = np.maximum(X_s.max(axis=0), X_t.max(axis=0)).astype(np.float64)
+    return float(np.sqrt(np.sum((hi - lo) ** 2)))
+
+
+def eps_schedule(eps_0, reg, scaling):
+    """The annealing temperatures above the target: eps_k = eps_0 scaling**k
+    for k = 0, 1, ... while eps_k > reg (empty when eps_0 <= reg).  The
+    iterations at reg itself follow (GeomLoss's ``annealing_parameters``
+    floors the same geometric sequence at reg; Feydy 2020, sec. 3.3.3)."""
+    if not eps_0 > reg:
+        return []
+    n = int(np.floor(np.log(reg / eps_0) / np.log(scaling))) + 1
+    eps = eps_0 * scaling ** np.arange(n + 1)
+    return [float(e) for e in eps if e > reg]
+
+
+def _rescaled(x, log_w, ratio):
+    """log w + ratio (x - log w), -inf where w = 0 (host float64)."""
+    x = np.asarray(_dispatch.to_host(x), dtype=np.float64)
+    with np.errstate(invalid="ignore"):
+        return np.where(np.isneginf(log_w), -np.inf, log_w + ratio * (x - log_w))
+
+
+def _store(st, name, x):
+    """Set the state's ``f`` or ``g`` to host float64 ``x`` (copied into the
+    device array on the GPU, in its dtype)."""
+    cur = getattr(st, name)
+    if _dispatch.is_device_array(cur):
+        cur.copy_to_device(np.ascontiguousarray(x, dtype=cur.dtype))
+    else:
+        setattr(st, name, x)
+
+
+def set_temperature(st, log_a, log_b, eps, eps_new):
+    """Move the state from temperature eps (st.c = -1 / eps) to eps_new keeping
+    the dual potentials F = eps (f - log a), G = eps (g - log b) (the
+    potentials, not the log-scalings, carry across temperatures: Feydy 2020,
+    sec. 3.3.3): f <- log a + (eps / eps_new) (f - log a), the same for g,
+    -inf at zero weights, and st.c = -1 / eps_new.  O(n + m) host work (and
+    copies on the GPU)."""
+    ratio = eps / eps_new
+    _store(st, "f", _rescaled(st.f, log_a, ratio))
+    _store(st, "g", _rescaled(st.g, log_b, ratio))
+    st.c = -1.0 / eps_new
+
+
+def lazy_anneal(be, st, log_a, log_b, schedule, reg, stage_iters=None):
+    """Epsilon scaling on the launchers of ``be``: ``stage_iters``
+    iterations (default ``_config.EPS_SCALING_STAGE_ITERS``) at each
+    temperature of ``schedule`` (non-empty, decreasing, all > reg; the
+    state's f, g are taken at ``schedule[0]``), each stage warm-started from
+    the previous one's potentials (:func:`set_temperature`); the state is
+    then moved to the target ``reg``.  Returns the number of iterations made,
+    ``len(schedule) * stage_iters`` (Schmitzer 2019, sec. 3.2; Feydy 2020,
+    Alg. 3.5)."""
+    stage_iters = EPS_SCALING_STAGE_ITERS if stage_iters is None else stage_iters
+    eps_now = schedule[0]
+    st.c = -1.0 / eps_now
+    for eps in schedule:
+        if eps != eps_now:
+            set_temperature(st, log_a, log_b, eps_now, eps)
+            eps_now = eps
+        be.lazy_steps(st, stage_iters)
+    set_temperature(st, log_a, log_b, eps_now, reg)
+    return len(schedule) * stage_iters
+
+
 class LazyPlan:
     """The entropic plan exp(f_i + g_j - cost(x_i, y_j) / reg), never stored:
     indexing computes the entries asked for, as POT's ``LazyTensor`` from
@@ -241,23 +333,27 @@ def _warm_potentials(warmstart, a, b):
     return f[0], g[0]
 
 
-def lazy_solve(X_s, X_t, reg, a, b, metric, numIterMax, stopThr, batchSize, verbose, log, warn,
-               warmstart, device=None):
-    """Validate a point-cloud problem and run POT's lazy loop, step for step.
+class LazyProblem:
+    """A validated point-cloud problem and its launcher state, made by
+    :func:`lazy_setup`.
 
-    Arguments as ``numbaot.bregman.empirical_sinkhorn(isLazy=True)``.
-    ``device`` is the device when the caller has resolved it (``"cpu"`` or
-    ``"cuda"``; the weights may then be host arrays next to device points);
-    by default it is that of the arrays.  Device arrays are validated on
-    host copies (O((n + m) d)); the iterations run on the device.
-
-    Returns
-    -------
-    f, g : the log-scalings as results (input dtype; device arrays on the GPU)
-    log : POT's log dict (``err``, ``u``, ``v``, ``niter``, ``lazy_plan``), or None
-    be : the launcher module that ran (``numbaot.cpu.empirical`` or ``numbaot.cuda.empirical``)
-    st : its ``LazyState`` after the last iteration
+    Attributes
+    ----------
+    be : the launcher module (``numbaot.cpu.empirical`` or ``numbaot.cuda.empirical``)
+    st : its ``LazyState`` (at temperature ``-1 / st.c``)
+    a, b : host float64 weights (n,), (m,); log_a, log_b their logs (-inf at zeros)
+    Xs, Xt : host float64 points (n, d), (m, d), C order
+    reg, metric, dtype, like : target reg, cost name, result dtype, the caller's X_s
+    schedule : the annealing temperatures (empty without ``scaling``)
     """
+
+
+def lazy_setup(X_s, X_t, reg, a, b, metric, numIterMax, stopThr, batchSize, warmstart,
+               device=None, scaling=None):
+    """Validate a point-cloud problem (arguments as :func:`lazy_solve`) and
+    make its launcher state, at the first annealing temperature with
+    ``scaling`` (and no ``warmstart``), else at ``reg``.  Returns
+    (:class:`LazyProblem`, numIterMax, stopThr)."""
     reg = _checks.check_reg(reg)
     numIterMax = _checks.check_iter_count(numIterMax, "numIterMax")
     stopThr = _checks.check_stop_thr(stopThr)
@@ -265,6 +361,8 @@ def lazy_solve(X_s, X_t, reg, a, b, metric, numIterMax, stopThr, batchSize, verb
         raise ValueError(f"metric must be one of {sorted(LAZY_METRICS)} with isLazy=True; "
                          f"got {metric!r}")
     check_batch_size(batchSize)
+    if scaling is not None:
+        scaling = check_scaling(scaling)
     if device is None:
         device = _dispatch.device_of(X_s=X_s, X_t=X_t, a=a, b=b)
     like = X_s
@@ -283,15 +381,65 @@ def lazy_solve(X_s, X_t, reg, a, b, metric, numIterMax, stopThr, batchSize, verb
     with np.errstate(divide="ignore"):
         log_a, log_b = np.log(a), np.log(b)
     f, g = _warm_potentials(warmstart, a, b)
-    be = backend(device)
-    st = be.LazyState(Xs, Xt, log_a, log_b, f, g, -1.0 / reg, LAZY_METRICS[metric], dtype)
+    schedule = []
+    if scaling is not None and warmstart is None:
+        schedule = eps_schedule(max_diameter(Xs, Xt) ** (2 if metric == "sqeuclidean" else 1),
+                                reg, scaling)
+    pb = LazyProblem()
+    pb.be = backend(device)
+    c0 = -1.0 / (schedule[0] if schedule else reg)
+    pb.st = pb.be.LazyState(Xs, Xt, log_a, log_b, f, g, c0, LAZY_METRICS[metric], dtype)
+    pb.a, pb.b, pb.log_a, pb.log_b, pb.Xs, pb.Xt = a, b, log_a, log_b, Xs, Xt
+    pb.reg, pb.metric, pb.dtype, pb.like, pb.schedule = reg, metric, dtype, like, schedule
+    return pb, numIterMax, stopThr
+
+
+def lazy_solve(X_s, X_t, reg, a, b, metric, numIterMax, stopThr, batchSize, verbose, log, warn,
+               warmstart, device=None, scaling=None, problem=False):
+    """Validate a point-cloud problem and run POT's lazy loop, step for step.
+
+    Arguments as ``numbaot.bregman.empirical_sinkhorn(isLazy=True)``.
+    ``device`` is the device when the caller has resolved it (``"cpu"`` or
+    ``"cuda"``; the weights may then be host arrays next to device points);
+    by default it is that of the arrays.  Device arrays are validated on
+    host copies (O((n + m) d)); the iterations run on the device.
+
+    ``scaling`` (numbaot's, None by default: POT's iterates exactly), a
+    float in (0, 1): epsilon scaling first (:func:`lazy_anneal` over
+    :func:`eps_schedule` from eps_0 = diameter**p, p = 2 for 'sqeuclidean'
+    and 1 for 'euclidean', :func:`max_diameter`: len(schedule) iterations,
+    fixed by the data, on top of ``numIterMax``), then POT's loop at reg
+    (at most ``numIterMax`` iterations, the stopping test every 10).  A
+    ``warmstart`` replaces the annealing (it starts at reg).  The log then also has
+    'eps_schedule' (the annealing temperatures), 'niter_scaling' (the
+    iterations made at them) and 'niter_total' (every iteration, annealing
+    included; POT's 'niter' is the index of the last one at reg).
+
+    Returns
+    -------
+    f, g : the log-scalings as results (input dtype; device arrays on the GPU)
+    log : POT's log dict (``err``, ``u``, ``v``, ``niter``, ``lazy_plan``), or None
+    be : the launcher module that ran (``numbaot.cpu.empirical`` or ``numbaot.cuda.empirical``)
+    st : its ``LazyState`` after the last iteration (with ``problem=True``:
+        the :class:`LazyProblem` instead, whose ``st`` it is)
+    """
+    pb, numIterMax, stopThr = lazy_setup(X_s, X_t, reg, a, b, metric, numIterMax, stopThr,
+                                         batchSize, warmstart, device, scaling)
+    be, st, a, dtype = pb.be, pb.st, pb.a, pb.dtype
+    n_anneal = 0
+    if pb.schedule:
+        n_anneal = lazy_anneal(be, st, pb.log_a, pb.log_b, pb.schedule, pb.reg)
     errs, i_ot = lazy_loop(lambda n_steps: be.lazy_steps(st, n_steps),
                            lambda: row_marginal_l1(*be.lazy_row_lse(st), a),
                            dtype, numIterMax, stopThr, verbose, log, warn)
-    f_out, g_out = be.lazy_outputs(st, like)
+    f_out, g_out = be.lazy_outputs(st, pb.like)
     lg = None
     if log:
         f, g = be.lazy_potentials(st)
         lg = {"err": errs, "u": f_out, "v": g_out, "niter": i_ot,
-              "lazy_plan": LazyPlan(Xs, Xt, f, g, metric, reg, dtype)}
-    return f_out, g_out, lg, be, st
+              "lazy_plan": LazyPlan(pb.Xs, pb.Xt, f, g, pb.metric, pb.reg, dtype)}
+        if scaling is not None:
+            n_final = 0 if numIterMax == 0 else i_ot + 1
+            lg.update(eps_schedule=pb.schedule, niter_scaling=n_anneal,
+                      niter_total=n_anneal + n_final)
+    return f_out, g_out, lg, be, (pb if problem else st)

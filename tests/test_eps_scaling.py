@@ -1,0 +1,305 @@
+"""Epsilon scaling for point clouds: ``numbaot.solve_sample(method='geomloss*',
+scaling=...)`` and the lazy solver's ``scaling`` keyword.
+
+Epsilon scaling changes the path, not the answer: at a tight tolerance the
+result must be the entropic OT at the target reg, i.e. POT's
+``ot.solve_sample(lazy=True)`` / ``ot.bregman.empirical_sinkhorn2`` (float64),
+POT's dense ``ot.solve_sample`` (values with the KL term) and numbaot's plain
+lazy solver.  Tolerances:
+
+* float64, both sides at marginal error <= 1e-11 (L1): the values are within a
+  few 1e-11 of the fixed point; ``rtol=1e-8``.
+* dual potentials are defined up to a constant moved between F and G: they are
+  compared after removing their mean difference, to ``atol=1e-7 * reg``-scaled
+  1e-7 (they are O(diameter**2) numbers).
+* float32 inputs: numbaot's CPU point-cloud kernels compute in float64, the
+  result is rounded to float32: ``rtol=1e-5``.
+* at reg = 1e-3 both runs stop at tol 1e-4 (L1 marginal violation), where
+  the value has about 4 correct digits: ``rtol=1e-3`` against a reference
+  converged to 1e-7.
+"""
+import warnings
+
+import numpy as np
+import pytest
+
+import numbaot
+from numbaot import _lazy
+
+ot = pytest.importorskip("ot")
+
+TIGHT = 1e-11
+F64 = dict(rtol=1e-8, atol=1e-12)
+
+
+def _clouds(n, m, d, seed=0, dtype=np.float64):
+    rng = np.random.default_rng(seed)
+    X = rng.random((n, d))
+    Y = rng.random((m, d)) ** 2 + 0.1  # a shaped, shifted target
+    return X.astype(dtype), Y.astype(dtype)
+
+
+def _centred(F, G):
+    """(F, G) with the constant shift removed (F + c, G - c with mean(F) = 0)."""
+    c = np.mean(F)
+    return F - c, G + c
+
+
+def _pot_potentials(res_pot, n, m, reg):
+    """POT's lazy log-scalings (u, v) as dual potentials F = reg (u - log a)."""
+    u, v = res_pot.potentials
+    return reg * (np.asarray(u) + np.log(n)), reg * (np.asarray(v) + np.log(m))
+
+
+# --------------------------------------------------------------------------
+# agreement with POT at the target reg
+# --------------------------------------------------------------------------
+@pytest.mark.parametrize("d", [1, 2, 3])
+@pytest.mark.parametrize("reg", [0.5, 0.05])
+def test_online_matches_pot_lazy(d, reg):
+    """value_linear and potentials of 'geomloss_online' = POT's lazy solver;
+    value = POT's dense (KL) value; n != m."""
+    n, m = 37, 29
+    X, Y = _clouds(n, m, d, seed=d)
+    res_pot = ot.solve_sample(X, Y, reg=reg, lazy=True, tol=TIGHT, max_iter=100000)
+    res_dense = ot.solve_sample(X, Y, reg=reg, tol=TIGHT, max_iter=100000)
+    res = numbaot.solve_sample(X, Y, reg=reg, method="geomloss_online", scaling=0.7,
+                               tol=TIGHT, max_iter=100000)
+    np.testing.assert_allclose(res.value_linear, res_pot.value_linear, **F64)
+    np.testing.assert_allclose(res.value, res_dense.value, **F64)
+    F, G = _centred(*res.potentials)
+    Fp, Gp = _centred(*_pot_potentials(res_pot, n, m, reg))
+    np.testing.assert_allclose(F, Fp, rtol=0, atol=1e-9)
+    np.testing.assert_allclose(G, Gp, rtol=0, atol=1e-9)
+    assert res.plan is None
+    P = res.lazy_plan[:, :]
+    np.testing.assert_allclose(P, res_dense.plan, rtol=1e-7, atol=1e-12)
+    # the plan from the potentials, GeomLoss's formula
+    C = ot.dist(X, Y)
+    Fr, Gr = res.potentials
+    np.testing.assert_allclose(np.exp((Fr[:, None] + Gr[None, :] - C) / reg) / (n * m), P,
+                               rtol=1e-9, atol=1e-14)
+    assert res.log["niter_total"] == res.log["niter_scaling"] + res.log["niter"] + 1
+    assert res.log["niter_scaling"] == len(res.log["eps_schedule"])
+
+
+@pytest.mark.parametrize("reg", [0.5, 0.02])
+def test_tensorized_matches_pot_dense(reg):
+    """'geomloss_tensorized' = POT's dense solve_sample (plan, value, value_linear)."""
+    X, Y = _clouds(33, 41, 2, seed=5)
+    res_dense = ot.solve_sample(X, Y, reg=reg, tol=TIGHT, max_iter=100000)
+    res = numbaot.solve_sample(X, Y, reg=reg, method="geomloss_tensorized", scaling=0.5,
+                               tol=TIGHT, max_iter=100000)
+    np.testing.assert_allclose(res.value, res_dense.value, **F64)
+    np.testing.assert_allclose(res.value_linear, res_dense.value_linear, **F64)
+    np.testing.assert_allclose(res.plan, res_dense.plan, rtol=1e-7, atol=1e-12)
+    assert res.lazy_plan is None
+    res_on = numbaot.solve_sample(X, Y, reg=reg, method="geomloss_online", scaling=0.5,
+                                  tol=TIGHT, max_iter=100000)
+    for p, q in zip(_centred(*res.potentials), _centred(*res_on.potentials)):
+        np.testing.assert_allclose(p, q, rtol=0, atol=1e-9)
+
+
+def test_empirical_sinkhorn2_scaling_matches_pot():
+    """The lazy empirical calls take ``scaling``: same value as POT's
+    ``empirical_sinkhorn2(isLazy=True)``, with the schedule in the log."""
+    X, Y = _clouds(30, 45, 3, seed=2)
+    ref = ot.bregman.empirical_sinkhorn2(X, Y, 0.05, isLazy=True, stopThr=TIGHT,
+                                         numIterMax=100000)
+    val, lg = numbaot.bregman.empirical_sinkhorn2(X, Y, 0.05, isLazy=True, stopThr=TIGHT,
+                                                  numIterMax=100000, log=True, scaling=0.6)
+    np.testing.assert_allclose(val, ref, **F64)
+    eps = lg["eps_schedule"]
+    assert eps[0] == pytest.approx(_lazy.max_diameter(X, Y) ** 2)
+    assert all(e1 == pytest.approx(0.6 * e0) for e0, e1 in zip(eps, eps[1:]))
+    assert eps[-1] > 0.05 >= 0.6 * eps[-1]
+    f, g = numbaot.bregman.empirical_sinkhorn(X, Y, 0.05, isLazy=True, stopThr=TIGHT,
+                                              numIterMax=100000, scaling=0.6)
+    P = np.exp(f[:, None] + g[None, :] - ot.dist(X, Y) / 0.05)
+    np.testing.assert_allclose(P.sum(0), np.full(45, 1 / 45), rtol=1e-9)
+
+
+def test_euclidean_metric():
+    X, Y = _clouds(25, 31, 2, seed=4)
+    ref = ot.bregman.empirical_sinkhorn2(X, Y, 0.05, metric="euclidean", isLazy=True,
+                                         stopThr=TIGHT, numIterMax=100000)
+    res = numbaot.solve_sample(X, Y, reg=0.05, metric="euclidean", method="geomloss_online",
+                               scaling=0.5, tol=TIGHT, max_iter=100000)
+    np.testing.assert_allclose(res.value_linear, ref, **F64)
+    assert res.log["eps_schedule"][0] == pytest.approx(_lazy.max_diameter(X, Y))
+
+
+# --------------------------------------------------------------------------
+# small reg: same answer, fewer iterations
+# --------------------------------------------------------------------------
+def test_small_reg_fewer_iterations():
+    """reg = 1e-3 on unit-scaled 2-D clouds (eps_0 / reg ~ 2e3): to the same
+    tol, epsilon scaling needs fewer iterations in all (annealing included)
+    than the plain lazy solver (measured 654 against 1360), and gives the
+    same value to the accuracy the tolerance allows."""
+    X, Y = _clouds(60, 67, 2, seed=0)
+    reg, tol = 1e-3, 1e-4
+    ref = numbaot.bregman.empirical_sinkhorn2(X, Y, reg, isLazy=True, stopThr=1e-7,
+                                              numIterMax=100000)
+    plain, lg0 = numbaot.bregman.empirical_sinkhorn2(X, Y, reg, isLazy=True, stopThr=tol,
+                                                     numIterMax=100000, log=True)
+    res = numbaot.solve_sample(X, Y, reg=reg, method="geomloss_online", scaling=0.9, tol=tol,
+                               max_iter=100000)
+    n_plain = lg0["niter"] + 1
+    n_scaled = res.log["niter_total"]
+    assert n_scaled < 0.8 * n_plain, (n_scaled, n_plain)
+    np.testing.assert_allclose(res.value_linear, ref, rtol=1e-3)
+    np.testing.assert_allclose(plain, ref, rtol=1e-3)
+
+
+# --------------------------------------------------------------------------
+# dtypes, weights, debias, backend choice
+# --------------------------------------------------------------------------
+@pytest.mark.parametrize("method", ["geomloss_online", "geomloss_tensorized"])
+def test_float32(method):
+    X, Y = _clouds(30, 22, 3, seed=7)
+    r64 = numbaot.solve_sample(X, Y, reg=0.05, method=method, tol=1e-10, max_iter=100000)
+    r32 = numbaot.solve_sample(X.astype(np.float32), Y.astype(np.float32), reg=0.05,
+                               method=method, tol=1e-6, max_iter=100000)
+    assert r32.value.dtype == np.float32 and r32.value_linear.dtype == np.float32
+    assert r32.potentials[0].dtype == np.float32 and r32.potentials[1].dtype == np.float32
+    np.testing.assert_allclose(r32.value, r64.value, rtol=1e-4)
+    np.testing.assert_allclose(r32.value_linear, r64.value_linear, rtol=1e-4)
+    assert r64.value.dtype == np.float64
+
+
+def test_weights_and_zero_weights():
+    """Non-uniform weights with zeros: the value is POT's dense one; the
+    potentials stay finite (at a zero weight, the soft c-transform's value)."""
+    X, Y = _clouds(20, 24, 2, seed=8)
+    rng = np.random.default_rng(1)
+    a, b = rng.random(20), rng.random(24)
+    a[3] = 0.0
+    b[[0, 7]] = 0.0
+    a, b = a / a.sum(), b / b.sum()
+    ref = ot.bregman.empirical_sinkhorn2(X, Y, 0.1, a, b, isLazy=True, stopThr=TIGHT,
+                                         numIterMax=100000)
+    for method in ("geomloss_online", "geomloss_tensorized"):
+        res = numbaot.solve_sample(X, Y, a, b, reg=0.1, method=method, scaling=0.5, tol=TIGHT,
+                                   max_iter=100000)
+        np.testing.assert_allclose(res.value_linear, ref, **F64)
+        F, G = res.potentials
+        assert np.all(np.isfinite(F)) and np.all(np.isfinite(G))
+        # F_i = -reg log sum_j b_j exp((G_j - C_ij) / reg) at every i (zero a_i included)
+        C = ot.dist(X, Y)
+        with np.errstate(divide="ignore"):
+            Ft = -0.1 * np.log(np.sum(b * np.exp((G[None, :] - C) / 0.1), axis=1))
+        np.testing.assert_allclose(F, Ft, rtol=0, atol=1e-8)
+
+
+def test_debias_matches_pot_divergence():
+    """debias=True: value_linear = POT's empirical_sinkhorn_divergence (the
+    transport costs W_ab - (W_aa + W_bb) / 2), value = the entropic
+    divergence from the three values."""
+    X, Y = _clouds(26, 31, 2, seed=9)
+    reg = 0.05
+    div = ot.bregman.empirical_sinkhorn_divergence(X, Y, reg, stopThr=TIGHT, numIterMax=100000)
+    res = numbaot.solve_sample(X, Y, reg=reg, method="geomloss_online", debias=True,
+                               scaling=0.6, tol=TIGHT, max_iter=100000)
+    np.testing.assert_allclose(res.value_linear, div, **F64)
+    vals = [ot.solve_sample(P, Q, reg=reg, tol=TIGHT, max_iter=100000).value
+            for P, Q in ((X, Y), (X, X), (Y, Y))]
+    np.testing.assert_allclose(res.value, vals[0] - 0.5 * (vals[1] + vals[2]), **F64)
+    assert set(res.log) == {"res_ab", "res_aa", "res_bb"}
+
+
+def test_backend_choice():
+    X, Y = _clouds(12, 9, 2)
+    r_on = numbaot.solve_sample(X, Y, reg=0.1, method="geomloss", lazy=True)
+    assert r_on.plan is None and r_on.lazy_plan is not None
+    r_auto = numbaot.solve_sample(X, Y, reg=0.1, method="geomloss")
+    assert r_auto.plan is not None and r_auto.plan.shape == (12, 9)
+    r_auto2 = numbaot.solve_sample(X, Y, reg=0.1, method="geomloss_auto")
+    np.testing.assert_allclose(r_auto2.plan, r_auto.plan)
+    with pytest.warns(UserWarning, match="geomloss backend is set to 'auto'"):
+        numbaot.solve_sample(X, Y, reg=0.1, method="geomloss", lazy=None)
+    np.testing.assert_allclose(r_on.value, r_auto.value, rtol=1e-7)
+
+
+def test_plain_lazy_ignores_scaling():
+    """As POT, ``scaling`` is for the geomloss methods: lazy=True without one
+    makes POT's iterates exactly."""
+    X, Y = _clouds(15, 18, 2)
+    r1 = numbaot.solve_sample(X, Y, reg=0.1, lazy=True, scaling=0.3)
+    r2 = numbaot.solve_sample(X, Y, reg=0.1, lazy=True)
+    assert r1.log["niter"] == r2.log["niter"] and "eps_schedule" not in r1.log
+    np.testing.assert_array_equal(r1.potentials[0], r2.potentials[0])
+
+
+def test_eps_schedule():
+    assert _lazy.eps_schedule(1.0, 2.0, 0.5) == []
+    assert _lazy.eps_schedule(1.0, 1.0, 0.5) == []
+    np.testing.assert_allclose(_lazy.eps_schedule(1.0, 0.1, 0.5), [1.0, 0.5, 0.25, 0.125])
+    np.testing.assert_allclose(_lazy.eps_schedule(1.0, 0.125, 0.5), [1.0, 0.5, 0.25])
+    # reg larger than the data's diameter**2: no annealing stage
+    X, Y = _clouds(10, 8, 2)
+    res = numbaot.solve_sample(X, Y, reg=100.0, method="geomloss_online", tol=TIGHT)
+    assert res.log["niter_scaling"] == 0 and res.log["eps_schedule"] == []
+
+
+# --------------------------------------------------------------------------
+# bad input
+# --------------------------------------------------------------------------
+@pytest.mark.parametrize("scaling", [0, 1, 1.5, -0.2, float("nan"), float("inf")])
+@pytest.mark.parametrize("method", ["geomloss", "geomloss_online", "geomloss_tensorized"])
+def test_bad_scaling(scaling, method):
+    X, Y = _clouds(5, 6, 2)
+    with pytest.raises(ValueError, match="scaling"):
+        numbaot.solve_sample(X, Y, reg=0.1, method=method, scaling=scaling)
+
+
+def test_bad_scaling_lazy_keyword():
+    X, Y = _clouds(5, 6, 2)
+    with pytest.raises(ValueError, match="scaling"):
+        numbaot.bregman.empirical_sinkhorn2(X, Y, 0.1, isLazy=True, scaling=1.0)
+    with pytest.raises(TypeError, match="scaling"):
+        numbaot.solve_sample(X, Y, reg=0.1, method="geomloss_online", scaling="0.5")
+
+
+@pytest.mark.parametrize("method", ["geomloss", "geomloss_online", "geomloss_tensorized",
+                                    "geomloss_auto"])
+def test_dimension_mismatch(method):
+    X, _ = _clouds(5, 6, 2)
+    Y = np.random.default_rng(0).random((6, 3))
+    with pytest.raises(ValueError, match="X_a and X_b must have the same dimension"):
+        numbaot.solve_sample(X, Y, reg=0.1, method=method)
+
+
+def test_not_implemented_cases():
+    X, Y = _clouds(5, 6, 2)
+    with pytest.raises(NotImplementedError, match="multiscale"):
+        numbaot.solve_sample(X, Y, reg=0.1, method="geomloss_multiscale")
+    with pytest.raises(NotImplementedError, match="Exact OT"):
+        numbaot.solve_sample(X, Y, method="geomloss_online")
+    with pytest.raises(NotImplementedError, match="Unbalanced"):
+        numbaot.solve_sample(X, Y, reg=0.1, unbalanced=1.0, method="geomloss_online")
+    with pytest.raises(NotImplementedError, match="cityblock"):
+        numbaot.solve_sample(X, Y, reg=0.1, metric="cityblock", method="geomloss_online")
+    with pytest.raises(ValueError, match="reg"):
+        numbaot.solve_sample(X, Y, reg=-1.0, method="geomloss_online")
+
+
+# --------------------------------------------------------------------------
+# devices
+# --------------------------------------------------------------------------
+@pytest.mark.parametrize("device", ["cpu", "cuda"], indirect=True)
+def test_online_on_device(device):
+    """The annealing runs on the device's launchers (the temperature changes
+    rewrite the device potentials): the value of the CPU run.  Small and
+    few iterations (the CUDA simulator runs one Python thread per thread)."""
+    X, Y = _clouds(10, 7, 3, seed=3)
+    kw = dict(reg=0.2, method="geomloss_online", scaling=0.3, tol=1e-3, max_iter=30)
+    ref = numbaot.solve_sample(X, Y, **kw)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        res = numbaot.solve_sample(device.put(X), device.put(Y), **kw)
+    F = device.get(res.potentials[0])
+    assert res.log["niter_scaling"] == ref.log["niter_scaling"] > 0
+    np.testing.assert_allclose(float(res.value), float(ref.value), rtol=1e-6)
+    np.testing.assert_allclose(F - F.mean(), ref.potentials[0] - ref.potentials[0].mean(),
+                               atol=1e-6)
