@@ -274,33 +274,55 @@ def log_small_run(M, c, loga, logb, b, u, v, q, numItermax, stopThr, errs, n_err
 # the whole call for plain 1-D weights: screen, solve, outputs
 # --------------------------------------------------------------------------
 @njit(**_SER)
-def _weights_screen(w):
-    """(all entries finite and >= 0 with a positive sum, the sum)."""
+def copy_weights(w, out):
+    """out[0, :] = w (1-D, any float dtype) as float64; returns (every entry
+    finite and >= 0 with a positive, finite sum, the sum): the checks of
+    ``numbaot._checks`` on one weight vector."""
     ok = True
     s = 0.0
     for i in range(w.shape[0]):
         x = np.float64(w[i])
         ok &= (x >= 0.0) & (x < np.inf)
         s += x
+        out[0, i] = x
     return ok and 0.0 < s < np.inf, s
 
 
 @njit(**_SER)
-def screen_weights(a, b, mass_tol):
+def screen_weights(a, b, mass_tol, a2, b2):
     """The checks of ``numbaot._checks`` on 1-D weights a, b, in one call:
     finite, >= 0, positive mass, equal masses within ``mass_tol`` (relative,
-    ``_checks.mass_tolerance``).  False sends the caller to the full
-    validation, which raises with the message."""
-    oka, sa = _weights_screen(a)
-    okb, sb = _weights_screen(b)
+    ``_checks.mass_tolerance``); copies them into a2 (1, dim_a), b2 (1, dim_b)
+    as float64.  False sends the caller to the full validation, which raises
+    with the message."""
+    oka, sa = copy_weights(a, a2)
+    okb, sb = copy_weights(b, b2)
     return oka and okb and abs(sa - sb) <= mass_tol * max(sa, sb)
 
 
 @njit(**_SER)
-def _scale_ok(lo, hi, reg, scale_max):
-    """max|M| / reg within ``_checks.COST_SCALE_MAX`` (lo, hi: M's min and
-    max, M finite)."""
-    return (lo > -np.inf) & (hi < np.inf) & (max(hi, -lo) / reg <= scale_max)
+def screen_cost(M, reg, scale_max, form_K, ca, cb, Kmat):
+    """One pass over M (dim_a, dim_b): True when every entry is finite and
+    max|M| / reg <= ``scale_max`` (``_checks.COST_SCALE_MAX``).  With
+    ``form_K`` the same pass writes Kmat[i, j] = exp(-M_ij / reg) ca[i] cb[j]
+    (the Gibbs kernel, scaled for the unbalanced solvers; ca, cb are ones
+    for the balanced one); without it Kmat, ca and cb are not touched.  A
+    False answer sends the caller to the full validation, which raises."""
+    n, m = M.shape
+    c = -1.0 / reg
+    lo = np.inf
+    hi = -np.inf
+    finite = True
+    for i in range(n):
+        cai = ca[i] if form_K else 1.0
+        for j in range(m):
+            x = M[i, j]
+            finite &= np.isfinite(x)
+            lo = min(lo, x)
+            hi = max(hi, x)
+            if form_K:
+                Kmat[i, j] = fast_exp(c * x) * cai * cb[j]
+    return finite and max(hi, -lo) / reg <= scale_max
 
 
 @njit(**_SER)
@@ -326,27 +348,12 @@ def knopp_small_call(M, a, b, reg, numItermax, stopThr, mass_tol, scale_max, wan
         u[0, i] = 1.0 / n
     for j in range(m):
         v[0, j] = 1.0 / m
-    if not screen_weights(a, b, mass_tol):
-        return False, 0, 0, RAN_OUT, 0.0
-    c = -1.0 / reg
-    lo = np.inf
-    hi = -np.inf
-    finite = True
-    for i in range(n):
-        for j in range(m):
-            x = M[i, j]
-            finite &= np.isfinite(x)
-            lo = min(lo, x)
-            hi = max(hi, x)
-            Kmat[i, j] = fast_exp(c * x)
-    if not (finite and _scale_ok(lo, hi, reg, scale_max)):
-        return False, 0, 0, RAN_OUT, 0.0
     a2 = np.empty((1, n))
     b2 = np.empty((1, m))
-    for i in range(n):
-        a2[0, i] = a[i]
-    for j in range(m):
-        b2[0, j] = b[j]
+    if not (screen_weights(a, b, mass_tol, a2, b2)
+            and screen_cost(M, reg, scale_max, True, np.ones(n), np.ones(m), Kmat)):
+        return False, 0, 0, RAN_OUT, 0.0
+    c = -1.0 / reg
     q = np.empty((1, m))
     ii, ne, status = knopp_small_run(M, c, a2, b2, u, v, numItermax, stopThr, errs, Kmat, q,
                                      True)
@@ -382,28 +389,17 @@ def log_small_call(M, a, b, reg, numItermax, stopThr, mass_tol, scale_max, want_
         u[0, i] = 0.0
     for j in range(m):
         v[0, j] = 0.0
-    if not screen_weights(a, b, mass_tol):
-        return False, 0, 0, False, 0.0
-    lo = np.inf
-    hi = -np.inf
-    finite = True
-    for i in range(n):
-        for j in range(m):
-            x = M[i, j]
-            finite &= np.isfinite(x)
-            lo = min(lo, x)
-            hi = max(hi, x)
-    if not (finite and _scale_ok(lo, hi, reg, scale_max)):
+    la = np.empty((1, n))
+    b2 = np.empty((1, m))
+    if not (screen_weights(a, b, mass_tol, la, b2)
+            and screen_cost(M, reg, scale_max, False, la[0], b2[0], plan)):
         return False, 0, 0, False, 0.0
     c = -1.0 / reg
-    la = np.empty((1, n))
     lb = np.empty((1, m))
-    b2 = np.empty((1, m))
     for i in range(n):
-        la[0, i] = math.log(np.float64(a[i])) if a[i] > 0 else -np.inf
+        la[0, i] = math.log(la[0, i]) if la[0, i] > 0 else -np.inf
     for j in range(m):
-        b2[0, j] = b[j]
-        lb[0, j] = math.log(np.float64(b[j])) if b[j] > 0 else -np.inf
+        lb[0, j] = math.log(b2[0, j]) if b2[0, j] > 0 else -np.inf
     q = np.empty((1, m))
     n_errs = np.empty(1, dtype=np.int64)
     niter = np.empty(1, dtype=np.int64)

@@ -56,6 +56,7 @@ from .._config import (
 )
 from . import chunk_layout
 from ._math import fast_exp
+from ._small import copy_weights, screen_cost
 from .sinkhorn import axpy_rows, dot_rows, gibbs_loss, log_col_lse, merge_chunks, scaled_loss
 from .sinkhorn import scaled_plan
 
@@ -883,28 +884,6 @@ def uot_log_small_loss(M, c, f, g, out):
 # start): input screen, solve and outputs in one compiled call
 # --------------------------------------------------------------------------
 @njit(**_SER)
-def _screen_weights(w, out):
-    """out[0, :] = w (float64); True if every entry is finite and >= 0 and
-    the sum is positive and finite (the checks of ``numbaot._checks`` on
-    weights)."""
-    ok = True
-    s = 0.0
-    for i in range(w.shape[0]):
-        x = np.float64(w[i])
-        ok &= (x >= 0.0) & (x < np.inf)
-        s += x
-        out[0, i] = x
-    return ok and 0.0 < s < np.inf
-
-
-@njit(**_SER)
-def _scale_ok(finite, lo, hi, reg, scale_max):
-    """M finite and max|M| / reg within ``_checks.COST_SCALE_MAX`` (lo, hi:
-    M's min and max)."""
-    return finite and max(hi, -lo) / reg <= scale_max
-
-
-@njit(**_SER)
 def _kl_div(p, q):
     """POT's ``kl_div(p, q)``: sum p log(p / q + 1e-16)."""
     s = 0.0
@@ -940,23 +919,11 @@ def uot_small_call(M, a, b, reg, fi1, fi2, entropy, n_steps, stopThr, scale_max,
     v = v1.reshape(1, m)
     a2 = np.empty((1, n))
     b2 = np.empty((1, m))
-    if not (_screen_weights(a, a2) and _screen_weights(b, b2)):
+    if not (copy_weights(a, a2)[0] and copy_weights(b, b2)[0]):
         return False, 0, False
     ca = np.ones(n) if entropy else a2[0]
     cb = np.ones(m) if entropy else b2[0]
-    c = -1.0 / reg
-    lo = np.inf
-    hi = -np.inf
-    finite = True
-    for i in range(n):
-        cai = ca[i]
-        for j in range(m):
-            x = M[i, j]
-            finite &= np.isfinite(x)
-            lo = min(lo, x)
-            hi = max(hi, x)
-            plan[i, j] = fast_exp(c * x) * cai * cb[j]
-    if not _scale_ok(finite, lo, hi, reg, scale_max):
+    if not screen_cost(M, reg, scale_max, True, ca, cb, plan):
         return False, 0, False
     for i in range(n):
         u1[i] = 1.0
@@ -986,18 +953,9 @@ def uot_log_small_call(M, a, b, reg, fi1, fi2, entropy, n_steps, stopThr, scale_
     n, m = M.shape
     a2 = np.empty((1, n))
     b2 = np.empty((1, m))
-    if not (_screen_weights(a, a2) and _screen_weights(b, b2)):
+    if not (copy_weights(a, a2)[0] and copy_weights(b, b2)[0]):
         return False, 0, False
-    lo = np.inf
-    hi = -np.inf
-    finite = True
-    for i in range(n):
-        for j in range(m):
-            x = M[i, j]
-            finite &= np.isfinite(x)
-            lo = min(lo, x)
-            hi = max(hi, x)
-    if not _scale_ok(finite, lo, hi, reg, scale_max):
+    if not screen_cost(M, reg, scale_max, False, a2[0], b2[0], plan):
         return False, 0, False
     c = -1.0 / reg
     la = np.empty((1, n))
