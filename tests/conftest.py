@@ -68,9 +68,36 @@ def _is_cuda_test(item):
     return str(item.fspath).startswith(_CUDA_DIR)
 
 
+#: Test files whose tests share kernels that take long to compile (seconds to
+#: tens of seconds each on 2 cores, with an empty Numba cache): the
+#: per-size kernels of ``sinkhorn_operator`` and its backward.  With
+#: pytest-xdist's ``--dist loadgroup`` (setup.cfg) each group runs on one
+#: worker, which compiles them once and then loads them from the disk cache,
+#: instead of every worker compiling the same kernels at the same time.
+_COMPILE_GROUPS = {"test_implicit.py": "implicit", "test_adversarial_implicit.py": "implicit",
+                   "test_implicit_codegen.py": "implicit"}
+
+
+def _xdist_group(item):
+    """The xdist group of a test (None: any worker): the files of
+    ``_COMPILE_GROUPS``, and one group per compute capability of
+    tests/test_ptx.py (its first test in a process compiles every kernel
+    for that capability in a subprocess; the others read the result)."""
+    base = os.path.basename(str(item.fspath))
+    callspec = getattr(item, "callspec", None)
+    if base == "test_ptx.py" and callspec is not None and "cc" in callspec.params:
+        return "ptx-cc%d%d" % callspec.params["cc"]
+    return _COMPILE_GROUPS.get(base)
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the xdist_group marks
 def pytest_collection_modifyitems(config, items):
-    """Mark every CUDA test ``cuda``; skip them where CUDA cannot run."""
+    """Mark every CUDA test ``cuda``; skip them where CUDA cannot run; put
+    the tests that share a long compilation in one xdist group."""
     for item in items:
+        group = _xdist_group(item)
+        if group is not None:
+            item.add_marker(pytest.mark.xdist_group(group))
         if _is_cuda_test(item):
             item.add_marker(pytest.mark.cuda)
             reason = cuda_unavailable_reason()
