@@ -197,7 +197,8 @@ class Problem:
         histograms ``a``, ``b`` are still validated host arrays: O(dim)).
     like : the caller's ``M`` (CUDA results are returned as its array kind).
     absmax : max |M_ij| as a float, found by the finiteness scan of
-        :func:`prepare_problem` (None for a device ``M``); read by
+        :func:`prepare_problem` (for a device ``M`` by the device reduction
+        ``numbaot.cuda._reduce.finite_absmax``); read by
         :func:`check_cost_scale`.
     mass_tol : relative tolerance of :func:`check_equal_mass` for the dtypes
         of the caller's ``a`` and ``b`` (:func:`mass_tolerance`).
@@ -367,10 +368,12 @@ def check_cost_scale(M, reg, name="M", absmax=None):
     """ValueError (naming ``name`` and ``reg``) when max |M| / reg exceeds
     :data:`COST_SCALE_MAX` (2**52, about 4.5e15) or overflows.
 
-    ``M`` is a host array (or a :class:`Problem`, whose ``absmax`` from the
-    finiteness scan is reused: no pass over the matrix); ``absmax`` may be
-    given directly (e.g. max |x - y|^2 bounded from point clouds).  A device
-    ``Problem`` (``absmax`` None) is not checked.  Returns ``max|M| / reg``.
+    ``M`` is a host array (or a :class:`Problem`, on either device, whose
+    ``absmax`` from the finiteness scan is reused: no pass over the matrix);
+    ``absmax`` may be given directly (e.g. max |x - y|^2 bounded from point
+    clouds, or max |M| of a device ``M`` from
+    ``_dispatch.device_finite_absmax``).  A ``Problem`` without ``absmax``
+    (None) is not checked.  Returns ``max|M| / reg``.
 
     Raises
     ------
@@ -577,9 +580,11 @@ def _prepare_device_problem(a, b, M, allow_batch, method_name):
     """``prepare_problem`` for a cost matrix on the GPU.
 
     Same checks and messages as on the host.  ``M`` stays on the device: its
-    finiteness is checked by a device reduction (``numbaot.cuda.sinkhorn.
-    all_finite``) and it is copied only when it is not C-contiguous or not of
-    the result dtype.  Histograms are validated on the host (O(dim) copies).
+    finiteness and max |M| (``Problem.absmax``, for :func:`check_cost_scale`)
+    come from one device reduction (``numbaot.cuda._reduce.finite_absmax``,
+    a few numbers read back) and it is copied only when it is not
+    C-contiguous or not of the result dtype.  Histograms are validated on
+    the host (O(dim) copies).
     """
     Md = _dispatch.as_device_array(M)
     if np.dtype(Md.dtype) not in (np.dtype(np.float32), np.dtype(np.float64)):
@@ -591,7 +596,8 @@ def _prepare_device_problem(a, b, M, allow_batch, method_name):
     a = _host_weights(a, "a")
     b = _host_weights(b, "b")
     dtype = result_dtype(a, b, np.empty(1, dtype=Md.dtype))
-    if not _dispatch.device_all_finite(Md):
+    absmax = _dispatch.device_finite_absmax(Md)
+    if not absmax < np.inf:
         raise ValueError("M contains NaN or inf; costs must be finite")
     dim_a, dim_b = Md.shape
     b2, b_cols = check_histograms(b, "b", dim_b, "columns", allow_batch, method_name)
@@ -599,7 +605,8 @@ def _prepare_device_problem(a, b, M, allow_batch, method_name):
     _check_pairing(a, b, a_cols, b_cols)
     Mc = _dispatch.device_contiguous(Md, dtype)
     return Problem(M=Mc, a=a2, b=b2, dtype=dtype, n_hists=b_cols, paired=bool(a_cols),
-                   device="cuda", like=M, mass_tol=mass_tolerance(a.dtype, b.dtype))
+                   device="cuda", like=M, absmax=absmax,
+                   mass_tol=mass_tolerance(a.dtype, b.dtype))
 
 
 # --------------------------------------------------------------------------

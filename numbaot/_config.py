@@ -208,6 +208,20 @@ IMPLICIT_ABSORB = 1e30
 #: rounding).
 IMPLICIT_LOG_ONLY = 1e6
 
+#: Sinkhorn operator forward (CPU and CUDA): a row, then a column, whose
+#: largest entry x exceeds this in magnitude and whose entries all lie
+#: within a factor 2 of x (same sign: a constant row at -1e14, a row
+#: -1e14 + O(1)) is shifted by x before the iterations, exactly (Sterbenz:
+#: x_j - x is exact there), a column with the compensating initial potential
+#: g^0 = x, so the iterates are unchanged.  Without it the potential f_i
+#: ~ -x holds the row's O(1) information to |x| * 1.1e-16 only (R's sums off
+#: by 5 % at -1e15).  Below 64 that rounding is < 1.4e-14 and the shift is
+#: skipped: ordinary inputs give the same bits as before.  CPU: only a work
+#: item with a row or column maximum beyond this in magnitude (from the load
+#: pass) takes a minimum pass, only one holding such a line the shifts.
+#: CUDA: one extra read of each matrix finds them.
+IMPLICIT_SHIFT_MIN = 64.0
+
 #: Implicit backward (CPU): a matrix whose marginals of G*R (s_r = (G*R) 1,
 #: s_c = (G*R)^T 1) leave [1/IMPLICIT_CG_SCALE_BAND, IMPLICIT_CG_SCALE_BAND]
 #: in magnitude (0 excepted) runs its CG on the right-hand side scaled by a
@@ -272,8 +286,8 @@ CUDA_IMPLICIT_THREADS = 128
 #: CUDA: at most this many blocks in the grid-stride value checks
 #: (``numbaot.cuda.implicit.count_invalid``): enough to fill the device,
 #: few enough that each thread loops over many entries and the one atomic
-#: per thread stays cheap.  (``numbaot.cuda.sinkhorn.all_finite`` caps its
-#: grid at the same 1024 blocks.)
+#: per thread stays cheap.  (``numbaot.cuda._reduce.finite_absmax``, the
+#: finiteness and max|M| scan of a device cost matrix, caps its grid here too.)
 CUDA_CHECK_MAX_BLOCKS = 1024
 
 #: CUDA: the largest block of the point-cloud gradient kernel

@@ -30,6 +30,7 @@ __all__ = [
     "outputs_to_device",
     "via_host",
     "device_all_finite",
+    "device_finite_absmax",
     "device_contiguous",
 ]
 
@@ -229,12 +230,19 @@ def via_host(fn, args, kwargs, like):
     return outputs_to_device(out, like)
 
 
-def device_all_finite(x):
-    """True when the device array ``x`` has no NaN or inf (a device
-    reduction; nothing large is copied)."""
-    from .cuda import sinkhorn as cuda_sinkhorn
+def device_finite_absmax(x):
+    """max |x_ij| of the 2-D device array ``x`` as a float, ``inf`` when
+    ``x`` has a NaN or inf: one device reduction (nothing large is copied),
+    the device twin of ``_checks.finite_absmax``."""
+    from .cuda import _reduce
 
-    return cuda_sinkhorn.all_finite(x)
+    return _reduce.finite_absmax(x)
+
+
+def device_all_finite(x):
+    """True when the 2-D device array ``x`` has no NaN or inf
+    (:func:`device_finite_absmax`)."""
+    return device_finite_absmax(x) < float("inf")
 
 
 def device_contiguous(x, dtype):

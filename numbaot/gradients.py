@@ -25,7 +25,9 @@ At convergence the envelope theorem gives its exact gradient:
   bin would get per unit of mass (lim_{a_i -> 0} of the gradient minus
   reg log a_i).  Moving mass eps from a bin p into such a bin changes
   value - reg (eps log eps - eps) at the rate grad[i] - grad[p]; likewise
-  for b (POT's ``ot.solve`` centres the -inf potentials: NaN everywhere);
+  for b (POT's ``ot.solve`` centres the -inf potentials: NaN everywhere).
+  Point clouds follow the same rule, with M_ij the cost(x_i, y_j)
+  recomputed from the points for the zero-weight points only;
 * for point clouds, d value / d x_i = sum_j P_ij grad_x cost(x_i, y_j) (chain
   rule through the cost; for 'euclidean' the subgradient 0 at coincident
   points), and likewise for y_j.
@@ -211,7 +213,13 @@ def empirical_sinkhorn2_value_and_grad(X_s, X_t, reg, a=None, b=None, metric="sq
     grad : dict with keys ``"X_s"`` (n_samples_a, dim), ``"X_t"``
         (n_samples_b, dim), ``"a"``, ``"b"`` (shapes of the weights); for a
         batch a leading n_hists axis on ``"X_s"``, ``"X_t"`` and weights of
-        shape (n, n_hists).
+        shape (n, n_hists).  ``"a"``, ``"b"`` are the centred potentials
+        reg * (f - mean), reg * (g - mean), the means over the points of
+        positive weight; at a point of zero weight the finite part of the
+        derivative, as :func:`sinkhorn2_value_and_grad` (module docstring):
+        reg * (t_i - mean), t_i = -log sum_j exp(g_j - cost(x_i, y_j) / reg)
+        the soft c-transform of the other side's potential (likewise for
+        b), the costs recomputed from the points.
 
     Raises
     ------

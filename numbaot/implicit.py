@@ -126,10 +126,16 @@ def sinkhorn_operator(X, n_iter=20, tol=None, return_n_iter=False):
     The potentials f, g are kept in the log domain (float64), so any finite X
     (e.g. |X| ~ 1e4, a low temperature) is safe: nothing overflows, and R
     agrees with the plain logsumexp iteration to the rounding of X (about
-    |X| * 1e-15 where |X| is the spread within a row or column).  A row or
-    column at a large constant c (|c| ~ 1e12 ... 1e15) is cancelled by its
-    potential and R's sums lose about |c| * 1e-16 (a known limit); entries
-    whose differences exceed the float64 range give NaN.
+    |X| * 1e-15 where |X| is the spread within a row or column).  A row, or
+    a column, at a large near-constant value c (|c| > 64, every entry
+    within a factor 2 of the line's maximum: a row at -1e14, or -1e14 +
+    O(1)) is shifted by its maximum before the iterations, exactly (the
+    columns with the compensating initial potential), so R is as exact as
+    for an ordinary X; without the shift its potential would hold -c and R's
+    sums would lose |c| * 1e-16.  Known limit: a column at a large
+    *positive* constant (every row's maximum) drags every potential to
+    +-c, and R keeps |c| * 1e-16 of rounding.  Entries whose differences
+    exceed the float64 range give NaN.
 
     Parameters
     ----------
@@ -189,8 +195,11 @@ def sinkhorn_operator(X, n_iter=20, tol=None, return_n_iter=False):
     half-step whose sums would underflow (|X| spreads beyond ~700) runs as
     shifted logsumexps instead, and so does every half-step once the
     potentials exceed 1e6 in magnitude.  2 n^2 exponentials per matrix at
-    the start and the end.  CUDA: the plain log-domain iteration (2 n^2
-    exponentials per iteration), one thread per matrix for
+    the start and the end.  The large near-constant lines are found from
+    the row and column minima and maxima of the load pass; only the work
+    items holding one take the shift passes.  CUDA: the plain log-domain
+    iteration (2 n^2 exponentials per iteration; the line shifts by one
+    extra read of each matrix), one thread per matrix for
     n < ``_config.CUDA_IMPLICIT_WARP_MIN_N`` (and n > 64), one warp per
     matrix otherwise.  Device inputs are validated on the device (a
     counting kernel; only two integers are copied back).

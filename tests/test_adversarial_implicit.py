@@ -4,12 +4,14 @@
 Decided behaviour (the docstrings' Raises and Notes sections):
 
 1. ``sinkhorn_operator`` on a matrix with a whole row or column at a large
-   finite constant (-1e15 ... 1e15) should return a doubly-stochastic R equal
-   to the exact iteration; it loses |c| * 1e-16 of its sums (5 % at -1e15).
-   NOT FIXED YET (strict xfail, _ROW_SHIFT_PENDING): a shift of such rows
-   and columns by their maximum fixed them, but changed the forward's
-   results against the plain logsumexp loop at |X| >= 1e100
-   (tests/test_implicit.py::test_forward_huge_entries) and was reverted.
+   finite constant (-1e15 ... 1e15) returns a doubly-stochastic R equal to
+   the exact iteration (it used to lose |c| * 1e-16 of its sums, 5 % at
+   -1e15): such rows, then columns (entries within a factor 2 of a maximum
+   beyond ``_config.IMPLICIT_SHIFT_MIN``) are shifted by their maximum,
+   exactly, the columns with the compensating initial potential; lanes
+   without such a line run as before, so the plain logsumexp loop is still
+   matched at |X| >= 1e100 (tests/test_implicit.py::test_forward_huge_entries).
+   Known limit (strict xfail): a column at a large *positive* constant.
 2. ``sinkhorn_operator_backward`` (implicit methods) is linear in grad_R and
    returns the right gradient at any scale of grad_R (1e-300 ... 1e250): the
    CG runs on a right-hand side scaled by a power of two
@@ -68,27 +70,24 @@ def _with_constant(rng, n, c, where):
 # ---------------------------------------------------------------------------
 # 1. a whole row or column at a large constant
 # ---------------------------------------------------------------------------
-_ROW_SHIFT_PENDING = pytest.mark.xfail(
-    strict=True, reason="issue 22, open: the row/column shift that fixes a constant row or "
-    "column was reverted (it changed results at |X| >= 1e100 against the plain loop)")
 _POSITIVE_COLUMN = pytest.mark.xfail(
     strict=True, reason="known limit (docstring): a column at a large positive constant is "
     "every row's maximum, the row potentials take -c and the other columns' potentials +c, "
     "and R keeps their rounding, |c| * 1e-16 (a gauge shift inside the iteration would fix it)")
 
 
-@_ROW_SHIFT_PENDING
 @pytest.mark.parametrize("where, c", [
     (w, c) for w in ("row", "column")
     for c in (-1e12, -1e13, -1e14, -1e15, 1e12, 1e15, -70000.0)
     if not (w == "column" and c > 0)] + [
     pytest.param("column", c, marks=_POSITIVE_COLUMN) for c in (1e12, 1e15)])
-def test_forward_constant_row_or_column_is_exact(c, where, rng):
+def test_forward_constant_row_or_column_is_exact(c, where, rng, device):
     n, n_iter = 4, 100
     X = np.stack([_with_constant(rng, n, c, where), rng.uniform(0.0, 4.0, size=(n, n))])
     X0 = X.copy()
-    R = numbaot.sinkhorn_operator(X, n_iter=n_iter)
-    np.testing.assert_array_equal(X, X0)
+    Xd = device.put(X)
+    R = device.get(numbaot.sinkhorn_operator(Xd, n_iter=n_iter))
+    np.testing.assert_array_equal(device.get(Xd), X0)
     assert np.all(np.isfinite(R))
     for b in range(2):
         np.testing.assert_allclose(R[b], mp_sinkhorn(X[b], n_iter), rtol=0, atol=2e-14)
@@ -97,33 +96,34 @@ def test_forward_constant_row_or_column_is_exact(c, where, rng):
     np.testing.assert_allclose(R.sum(-2), 1.0, rtol=0, atol=1e-13)
 
 
-@_ROW_SHIFT_PENDING
 @pytest.mark.parametrize("where", ["row", "column"])
-def test_forward_constant_row_early_stop_and_float32(where, rng):
+def test_forward_constant_row_early_stop_and_float32(where, rng, device):
     X = np.stack([_with_constant(rng, 5, -1e14, where) for _ in range(3)])
-    R, k = numbaot.sinkhorn_operator(X, n_iter=200, tol=1e-12, return_n_iter=True)
+    R, k = numbaot.sinkhorn_operator(device.put(X), n_iter=200, tol=1e-12, return_n_iter=True)
+    R, k = device.get(R), device.get(k)
     assert np.all(k < 200)
     np.testing.assert_allclose(R.sum(-1), 1.0, rtol=0, atol=1e-12)
     np.testing.assert_allclose(R.sum(-2), 1.0, rtol=0, atol=1e-13)
-    R32 = numbaot.sinkhorn_operator(X.astype(np.float32), n_iter=60)
+    R32 = device.get(numbaot.sinkhorn_operator(device.put(X.astype(np.float32)), n_iter=60))
     assert R32.dtype == np.float32
     np.testing.assert_allclose(R32.sum(-1), 1.0, rtol=0, atol=2e-6)
     np.testing.assert_allclose(R32.sum(-2), 1.0, rtol=0, atol=2e-6)
 
 
-@_ROW_SHIFT_PENDING
 @pytest.mark.parametrize("where", ["row", "column"])
-def test_unrolled_backward_constant_row_or_column(where, rng):
+def test_unrolled_backward_constant_row_or_column(where, rng, device):
     # the exact gradient of X -> <G, S_K(X)>, against central differences of
     # the mpmath loop (steps exact at 40 digits, even next to 1e13)
     n, n_iter = 3, 6
     X = _with_constant(rng, n, -1e13, where)
     G = rng.normal(size=(n, n))
     X0, G0 = X.copy(), G.copy()
-    R = numbaot.sinkhorn_operator(X, n_iter=n_iter)
-    dX = numbaot.sinkhorn_operator_backward(R, G, "unrolled", X=X, n_iter=n_iter)
-    np.testing.assert_array_equal(X, X0)
-    np.testing.assert_array_equal(G, G0)
+    Xd, Gd = device.put(X), device.put(G)
+    R = numbaot.sinkhorn_operator(Xd, n_iter=n_iter)
+    dX = device.get(numbaot.sinkhorn_operator_backward(R, Gd, "unrolled", X=Xd,
+                                                       n_iter=n_iter))
+    np.testing.assert_array_equal(device.get(Xd), X0)
+    np.testing.assert_array_equal(device.get(Gd), G0)
     h = mpmath.mpf("1e-15")
     fd = np.empty((n, n))
     with mpmath.workdps(40):
@@ -135,6 +135,28 @@ def test_unrolled_backward_constant_row_or_column(where, rng):
                 xm[i][j] -= h
                 fd[i, j] = float((_mp_loss(xp, n_iter, G) - _mp_loss(xm, n_iter, G)) / (2 * h))
     np.testing.assert_allclose(dX, fd, rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("device", ["cuda"], indirect=True)
+@pytest.mark.parametrize("where, c, n", [("row", -1e14, 6), ("column", -1e14, 34)])
+def test_forward_constant_line_cuda_warp_kernel(where, c, n, rng, device, monkeypatch):
+    # one warp per matrix (n = 6 with the warp threshold lowered; n = 34: the
+    # lanes' second slots, row and column 33): a warp whose matrix has a
+    # shifted line beside a warp whose matrix has none
+    from numbaot import _config
+
+    monkeypatch.setattr(_config, "CUDA_IMPLICIT_WARP_MIN_N", 5)
+    monkeypatch.setattr(_config, "CUDA_IMPLICIT_WARPS_PER_BLOCK", 2)
+    n_iter = 8 if n < 32 else 3  # the plain loop is off by 1e-5 .. 6e-4 here
+    X = rng.uniform(0.0, 4.0, size=(2, n, n))
+    if where == "row":
+        X[0, n - 1, :] = c
+    else:
+        X[0, :, n - 1] = c
+    R = device.get(numbaot.sinkhorn_operator(device.put(X), n_iter=n_iter))
+    for b in range(2):
+        np.testing.assert_allclose(R[b], mp_sinkhorn(X[b], n_iter), rtol=0, atol=2e-14)
+    np.testing.assert_allclose(R.sum(-2), 1.0, rtol=0, atol=1e-13)
 
 
 def _mp_loss(x, n_iter, G):
@@ -218,10 +240,10 @@ def test_implicit_backward_near_the_dtype_limit_is_finite_or_raises(dtype, big, 
     np.testing.assert_array_equal(G, Gc)
 
 
-@_ROW_SHIFT_PENDING
 def test_forward_entries_near_the_float64_limit_are_finite(rng):
     # differences beyond float64 (X = +-1.7e308 in one row): a finite,
-    # column-normalised R (the CPU's documented clamp), not NaN
+    # column-normalised R (the CPU's documented clamp), not NaN; the
+    # constant column at -1.7e308 is shifted
     X = rng.uniform(0.0, 4.0, size=(2, 4, 4))
     X[0, 0, :2] = 1.7e308
     X[0, 0, 2:] = -1.7e308

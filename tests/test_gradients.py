@@ -255,3 +255,102 @@ def test_zero_weight_bin_gradient_is_a_one_sided_derivative(rng):
     d2 = (D(2 * h) - D(0.0)) / (2 * h)
     slope = 2 * d1 - d2  # the O(h) term cancels
     np.testing.assert_allclose(g["a"][i0] - g["a"][p], slope, rtol=0, atol=1e-6)
+
+
+# --------------------------------------------------------------------------
+# zero-weight points: the same convention for point clouds (issue 22)
+# --------------------------------------------------------------------------
+def _zero_bin_clouds(rng):
+    X_s, X_t = rng.random((6, 2)), rng.random((5, 2))
+    a, b, _ = _zero_bin_problem(rng)
+    return X_s, X_t, a, b
+
+
+def _pot_cost(X_s, X_t, metric):
+    return ot.dist(X_s, X_t, metric=metric)  # POT's dense cost (sqeuclidean / euclidean)
+
+
+#: reg of the batch case: 10 iterations to 1e-14 (reg 0.1 takes 70, at
+#: seconds per iteration in the CUDA simulator)
+_CLOUD_REG = 1.0
+
+
+@pytest.mark.parametrize("metric", ["sqeuclidean", "euclidean"])
+@pytest.mark.parametrize("reg", [0.05, 0.5])
+def test_empirical_zero_weight_points_convention(rng, metric, reg):
+    """empirical_sinkhorn2_value_and_grad at zero-weight points: the dense
+    rule, reg * (t_i - mean over the positive points), t the soft
+    c-transform; oracle: POT's log-domain potentials on POT's dense cost
+    (float64 closed form).  The CUDA launcher: the batch case below."""
+    X_s, X_t, a, b = _zero_bin_clouds(rng)
+    ga, gb = _expected_zero_bin_grads(a, b, _pot_cost(X_s, X_t, metric), reg)
+    _, g = empirical_sinkhorn2_value_and_grad(X_s, X_t, reg, a, b, metric=metric,
+                                              numIterMax=20000, stopThr=1e-14)
+    got_a, got_b = g["a"], g["b"]
+    assert np.all(np.isfinite(got_a)) and np.all(np.isfinite(got_b))
+    np.testing.assert_allclose(got_a, ga, rtol=0, atol=1e-9)
+    np.testing.assert_allclose(got_b, gb, rtol=0, atol=1e-9)
+
+
+def test_empirical_zero_weight_points_batch(rng, device):
+    """2-D b (and a paired 2-D a) with the zero points in different places,
+    on both devices (the CUDA launcher writes column k of the batch)."""
+    X_s, X_t, a, b = _zero_bin_clouds(rng)
+    a2, b2 = a[::-1].copy(), np.roll(b, 2)
+    A, B = np.stack([a, a2], axis=1), np.stack([b, b2], axis=1)
+    _, g = empirical_sinkhorn2_value_and_grad(device.put(X_s), device.put(X_t), _CLOUD_REG,
+                                              device.put(A), device.put(B),
+                                              numIterMax=20000, stopThr=1e-14)
+    got_a, got_b = device.get(g["a"]), device.get(g["b"])
+    M = _pot_cost(X_s, X_t, "sqeuclidean")
+    for k, (ak, bk) in enumerate(((a, b), (a2, b2))):
+        ga, gb = _expected_zero_bin_grads(ak, bk, M, _CLOUD_REG)
+        np.testing.assert_allclose(got_a[:, k], ga, rtol=0, atol=1e-9)
+        np.testing.assert_allclose(got_b[:, k], gb, rtol=0, atol=1e-9)
+
+
+def _pot_value(x, y, M, reg):
+    """<P, M> + reg sum P log P at POT's converged log-domain plan."""
+    with np.errstate(divide="ignore"):
+        P = ot.bregman.sinkhorn_log(x, y, M, reg, numItermax=100000, stopThr=1e-15)
+    return _entropic_value(P, M, reg)
+
+
+@pytest.mark.parametrize("side", ["a", "b"])
+def test_empirical_zero_weight_points_finite_differences(rng, side):
+    """What the rule means, checked against POT's plans (float64): along a
+    mass-preserving direction on the positive points, central differences
+    of the value match grad; moving mass eps from a positive point p into a
+    zero point z changes value - reg * (eps log eps - eps) at the rate
+    grad[z] - grad[p] (one-sided differences, Richardson-extrapolated:
+    the value is not defined for eps < 0)."""
+    X_s, X_t, a, b = _zero_bin_clouds(rng)
+    reg = 0.1
+    M = _pot_cost(X_s, X_t, "sqeuclidean")
+    _, g = empirical_sinkhorn2_value_and_grad(X_s, X_t, reg, a, b, numIterMax=20000,
+                                              stopThr=1e-14)
+    w, gw = (a, g["a"]) if side == "a" else (b, g["b"])
+
+    def value(x):
+        return _pot_value(x, b, M, reg) if side == "a" else _pot_value(a, x, M, reg)
+
+    pos = w > 0
+    d = np.where(pos, rng.normal(size=w.shape), 0.0)
+    d[pos] -= d[pos].mean()
+    h = 1e-6
+    fd = (value(w + h * d) - value(w - h * d)) / (2 * h)
+    np.testing.assert_allclose(gw @ d, fd, rtol=1e-6, atol=1e-9)
+
+    z, p = int(np.flatnonzero(~pos)[0]), int(np.flatnonzero(pos)[0])
+
+    def D(eps):
+        x = w.copy()
+        x[z] += eps
+        x[p] -= eps
+        own = eps * np.log(eps) - eps if eps > 0 else 0.0
+        return value(x) - reg * own
+
+    h = 1e-5
+    d1 = (D(h) - D(0.0)) / h
+    d2 = (D(2 * h) - D(0.0)) / (2 * h)
+    np.testing.assert_allclose(gw[z] - gw[p], 2 * d1 - d2, rtol=0, atol=1e-6)

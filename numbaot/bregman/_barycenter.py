@@ -113,8 +113,10 @@ def _check_A(A, name="A"):
 
 def _check_M(M, dim, device):
     """The cost (dim, dim), validated where it lives: a host array, or on
-    the GPU a float32/float64 device array (a device finiteness reduction;
-    never copied to the host)."""
+    the GPU a float32/float64 device array (never copied to the host), and
+    max |M| from the same finiteness scan (one min/max pass on the host, one
+    device reduction on the GPU) for ``_checks.check_cost_scale``.  Returns
+    ``(M, absmax)``."""
     if device == "cuda":
         if not _dispatch.is_device_array(M):
             raise ValueError(f"M must have shape ({dim}, {dim}) for histograms of {dim} bins "
@@ -127,10 +129,13 @@ def _check_M(M, dim, device):
     if tuple(M.shape) != (dim, dim):
         raise ValueError(f"M must have shape ({dim}, {dim}) for histograms of {dim} bins; "
                          f"got {tuple(M.shape)}")
-    finite = _dispatch.device_all_finite(M) if device == "cuda" else np.all(np.isfinite(M))
-    if not finite:
-        raise ValueError("M contains NaN or inf; costs must be finite")
-    return M
+    if device == "cuda":
+        absmax = _dispatch.device_finite_absmax(M)
+        if not absmax < np.inf:
+            raise ValueError("M contains NaN or inf; costs must be finite")
+    else:
+        absmax = _checks.finite_absmax(M, "M", "costs must be finite")
+    return M, absmax
 
 
 
@@ -155,10 +160,9 @@ def _problem(A, M, weights, reg, numItermax, stopThr, tau=_NO_TAU):
     A, weights = _host_copies(device, A, weights)
     A = _check_A(A)
     _checks.check_barycenter_masses(A, A.sum(axis=0, dtype=np.float64), equal=True)
-    M = _check_M(M, A.shape[0], device)
+    M, absmax = _check_M(M, A.shape[0], device)
     reg, numItermax, stopThr = _checks.check_common(reg, numItermax, stopThr)
-    if device != "cuda":  # a device M is not read back to the host
-        _checks.check_cost_scale(M, reg)
+    _checks.check_cost_scale(M, reg, absmax=absmax)
     if tau is not _NO_TAU:
         tau = _checks.check_real_scalar(tau, "tau")
     dt = _checks.result_dtype(A, M)

@@ -156,17 +156,32 @@ def cloud_grads(st, gX, gY):
     cpu_empirical.lazy_grad(st.Xt, st.Xs_t, st.g, st.f, st.c, st.metric, gY)
 
 
-def _centred_row_unguarded(x, scale):
+def _cloud_centred_side(x, logw, X, Yt, w, c, metric, scale, out, col):
+    """out[:, col] = scale * (x - mean of x's finite entries), and at the
+    zero-weight points (logw = -inf) scale * (t - that mean), t_i = -LSE_j(
+    w_j + c cost(x_i, y_j)) the soft c-transform of the other side's final
+    potential w, computed for those points only (O(n_zero m d))."""
     fin = np.isfinite(x)
-    out = np.where(fin, x, 0.0)
-    return scale * (out - out[fin].mean())
+    y = np.where(fin, x, 0.0)
+    mean = y[fin].mean()
+    out[:, col] = scale * (y - mean)
+    zero = np.flatnonzero(np.isneginf(logw))
+    if zero.size:
+        lse = np.empty(zero.size)
+        cpu_empirical.lazy_lse(np.ascontiguousarray(X[zero]), Yt, w, c, metric, lse)
+        out[zero, col] = scale * (-lse - mean)
 
 
 def cloud_centred(st, out_a, out_b, col):
     """Column ``col`` of out_a (n, K), out_b (m, K) = reg * (f - mean),
-    reg * (g - mean) over the finite entries, the others taken as 0.  (As
-    this path always has: NaN, with NumPy's warnings, when no potential is
-    finite; the CUDA launcher gives 0.)"""
+    reg * (g - mean), the means over the points of positive weight (the
+    finite potentials); at a point of zero weight numbaot's convention
+    (``numbaot.gradients``): reg * (t - mean), t the soft c-transform of the
+    other side's final potential, the costs recomputed from the points.
+    (As this path always has: NaN, with NumPy's warnings, when no potential
+    is finite; the CUDA launcher gives 0.)"""
     scale = -1.0 / st.c
-    out_a[:, col] = _centred_row_unguarded(st.f, scale)
-    out_b[:, col] = _centred_row_unguarded(st.g, scale)
+    _cloud_centred_side(st.f, st.log_a, st.Xs, st.Xt_t, st.g, st.c, st.metric, scale,
+                        out_a, col)
+    _cloud_centred_side(st.g, st.log_b, st.Xt, st.Xs_t, st.f, st.c, st.metric, scale,
+                        out_b, col)

@@ -11,16 +11,26 @@ dtype ``dt`` (so float32 kernels do no float64 arithmetic):
 * ``block_lse``, ``block_sum``, ``block_max``: across the warps of a block through 32-slot
   shared arrays (result valid in warp 0);
 * ``finite(x)``: x is neither NaN nor inf.
+
+and one kernel of its own, the device twin of ``numbaot._checks.finite_absmax``:
+
+* ``finite_absmax(X)`` (launcher): max |X_ij| of a 2-D device array as a
+  Python float, ``inf`` when X holds a NaN or inf -- the finiteness check of
+  a device cost matrix and the max|M| that ``_checks.check_cost_scale``
+  compares with reg, in one read of X (kernel ``finite_absmax_rows``).
 """
 import math
 from types import SimpleNamespace
 
+import numba
 import numpy as np
 from numba import cuda
 
-from ._registry import device
+from .. import _config
+from ._launch import per_dtype, threads
+from ._registry import device, kernel
 
-__all__ = ["make_reductions"]
+__all__ = ["make_reductions", "finite_absmax"]
 
 _FULL = 0xFFFFFFFF
 _CACHE = {}
@@ -147,3 +157,54 @@ def make_reductions(dt):
                          warp_max=warp_max, block_max=block_max, finite=finite)
     _CACHE[key] = ns
     return ns
+
+
+# --------------------------------------------------------------------------
+# max |X| with the finiteness check, one pass (numbaot._checks on device M)
+# --------------------------------------------------------------------------
+def _build(dt):
+    T = numba.from_dtype(np.dtype(dt))
+    tag = str(T)
+    ZERO = dt(0.0)
+    INF = dt(np.inf)
+    R = make_reductions(dt)
+    block_max, finite = R.block_max, R.finite
+
+    # C-contiguous M (the common case) and any other layout: the check runs
+    # on the caller's array, before any copy or cast
+    @kernel([f"void({T}[:, ::1], {T}[::1])", f"void({T}[:, :], {T}[::1])"],
+            warp_shuffle=True, tag=tag)
+    def finite_absmax_rows(X, out):
+        """out[blockIdx.x] = max |X_ij| over the rows i this block strides
+        (threads stride the columns), +inf where an entry is NaN or inf, 0
+        for a block without rows.  A NaN never enters ``max``: it is
+        mapped to +inf first, so no NaN semantics of max are relied on."""
+        ss = cuda.shared.array(32, dtype=T)
+        tid = cuda.threadIdx.x
+        mx = ZERO
+        for i in range(cuda.blockIdx.x, X.shape[0], cuda.gridDim.x):
+            for j in range(tid, X.shape[1], cuda.blockDim.x):
+                x = X[i, j]
+                mx = max(mx, abs(x) if finite(x) else INF)
+        mx = block_max(mx, ss)
+        if tid == 0:
+            out[cuda.blockIdx.x] = mx
+
+    return dict(finite_absmax_rows=finite_absmax_rows)
+
+
+_k = per_dtype(_build)
+
+
+def finite_absmax(X):
+    """max |X_ij| of the 2-D float32/float64 device array ``X`` (any layout)
+    as a Python float; ``inf`` when X has a NaN or inf (0.0 when empty).
+
+    One read of X: blocks stride the rows (at most
+    ``_config.CUDA_CHECK_MAX_BLOCKS`` of them), threads the columns; each
+    block writes its maximum and the host reads back those few numbers
+    (max is exact and order-free: deterministic)."""
+    G = max(1, min(int(X.shape[0]), int(_config.CUDA_CHECK_MAX_BLOCKS)))
+    out = cuda.device_array(G, dtype=X.dtype)
+    _k("finite_absmax_rows", X.dtype)[G, threads()](X, out)
+    return float(out.copy_to_host().max())

@@ -160,10 +160,21 @@ def _build(dt):
                 if tid == 0:
                     gb[j, k] -= scale * (m + math.log(s))
 
+    @kernel([f"void({A1}, {A1}, {T}, {A2}, int64)"], tag=tag)
+    def zero_points_ctransform(logw, lse, scale, out, col):
+        """out[i, col] -= scale * lse[i] at the points with logw[i] = -inf
+        (zero weight): after ``centred_rows`` (which gives them scale *
+        (0 - mean)) they hold scale * (t_i - mean), t_i = -lse[i] the soft
+        c-transform (point clouds); one thread per point."""
+        i = cuda.grid(1)
+        if i < out.shape[0] and logw[i] == NINF:
+            out[i, col] -= scale * lse[i]
+
     return dict(plan_value_rows=plan_value_rows, log_of=log_of,
                 centred_rows=centred_rows, xlogy_mass=xlogy_mass,
                 zero_rows_ctransform=zero_rows_ctransform,
-                zero_cols_ctransform=zero_cols_ctransform)
+                zero_cols_ctransform=zero_cols_ctransform,
+                zero_points_ctransform=zero_points_ctransform)
 
 
 _k = per_dtype(_build)
@@ -284,10 +295,28 @@ def cloud_grads(st, gX, gY):
     cuda_empirical.lazy_grad(st.Xt, st.Xs_t, st.g, st.f, st.c, st.metric, gY)
 
 
+def _cloud_zero_points(logw, X, Yt, w, c, metric, scale, out, col):
+    """At the zero-weight points (logw = -inf; the host reads logw, O(n)):
+    out[i, col] += scale * t_i, t_i = -LSE_j(w_j + c cost(x_i, y_j)) the
+    soft c-transform, by one lazy logsumexp pass over X on the device."""
+    if not np.isneginf(logw.copy_to_host()).any():
+        return
+    dt = X.dtype
+    lse = cuda.device_array(X.shape[0], dtype=dt)
+    cuda_empirical.lazy_lse(X, Yt, w, c, metric, lse)
+    t = threads()
+    _k("zero_points_ctransform", dt)[(X.shape[0] + t - 1) // t, t](
+        logw, lse, dt.type(scale), out, col)
+
+
 def cloud_centred(st, out_a, out_b, col):
     """Column ``col`` of out_a (n, K), out_b (m, K) = reg * (f - mean),
-    reg * (g - mean) over the finite entries, the others taken as 0
-    (0 when none is finite)."""
+    reg * (g - mean), the means over the points of positive weight (the
+    finite potentials; 0 when none is finite); at a point of zero weight
+    reg * (t - mean), t the soft c-transform of the other side's final
+    potential, the costs recomputed from the points (numbaot.cpu.gradients)."""
     scale = -1.0 / st.c
     centred(st.f.reshape(1, st.f.shape[0]), scale, out_a, col)
     centred(st.g.reshape(1, st.g.shape[0]), scale, out_b, col)
+    _cloud_zero_points(st.log_a, st.Xs, st.Xt_t, st.g, st.c, st.metric, scale, out_a, col)
+    _cloud_zero_points(st.log_b, st.Xt, st.Xs_t, st.f, st.c, st.metric, scale, out_b, col)

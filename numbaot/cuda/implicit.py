@@ -14,6 +14,13 @@ Conventions (as on the CPU)
   normalisation then a column normalisation; each logsumexp is shifted by
   its exact max (a max pass, then an exp-sum pass), so nothing overflows.
   Stopping with tol and the iteration count K are as on the CPU.
+* Large near-constant rows, then columns (entries within a factor 2 of a
+  maximum beyond ``_config.IMPLICIT_SHIFT_MIN``) are shifted by their
+  maximum, exactly, the columns with the initial potential g^0 = that
+  maximum (the CPU's ``_shift_lines``): entries are read as
+  (X_ij - rs_i) - cs_j.  The shifts are found by one extra read of the
+  matrix before the iterations; a matrix (warp kernel: a warp) without such
+  a line reads X_ij as before.
 
 Kernels
 -------
@@ -89,6 +96,21 @@ def _wmax(x):
     return x
 
 
+#: the shift threshold of large near-constant rows and columns
+#: (``_config.IMPLICIT_SHIFT_MIN``, as on the CPU)
+_SHIFT_MIN = float(_config.IMPLICIT_SHIFT_MIN)
+
+
+@device
+def _line_shift(mx, mn):
+    """mx when |mx| > _SHIFT_MIN and every entry of the line (maximum mx,
+    minimum mn) lies within a factor 2 of mx, so that x - mx is exact
+    (Sterbenz), else 0 (the CPU's ``_line_shift``)."""
+    if (mx > _SHIFT_MIN and mn >= 0.5 * mx) or (mx < -_SHIFT_MIN and mn >= 2.0 * mx):
+        return mx
+    return 0.0
+
+
 #: the CG runs on a rhs scaled by a power of two when the marginals of G*R
 #: leave [1/_BAND, _BAND] (``_config.IMPLICIT_CG_SCALE_BAND``, as on the CPU)
 _BAND = float(_config.IMPLICIT_CG_SCALE_BAND)
@@ -137,15 +159,54 @@ def count_invalid_kernel(x, nonneg, res):
 # forward
 # --------------------------------------------------------------------------
 @device
-def _forward_thread(X, b, n_iter, tol, F, Gh, hist):
+def _thread_shifts(X, b, Sh):
+    """The line shifts of matrix b (one thread): Sh[0, i, b] = row i's,
+    Sh[1, j, b] = column j's after the row shifts (``_line_shift``; 0 for
+    an ordinary line).  Returns True when any line is shifted."""
+    n = X.shape[1]
+    shifted = False
+    for i in range(n):
+        mx = -math.inf
+        mn = math.inf
+        for j in range(n):
+            x = X[b, i, j]
+            mx = max(mx, x)
+            mn = min(mn, x)
+        t = _line_shift(mx, mn)
+        Sh[0, i, b] = t
+        shifted = shifted or t != 0.0
+    for j in range(n):
+        mx = -math.inf
+        mn = math.inf
+        for i in range(n):
+            x = X[b, i, j] - Sh[0, i, b]
+            mx = max(mx, x)
+            mn = min(mn, x)
+        t = _line_shift(mx, mn)
+        Sh[1, j, b] = t
+        shifted = shifted or t != 0.0
+    return shifted
+
+
+@device
+def _xs(X, b, i, j, Sh, shifted):
+    """Entry (i, j) of matrix b, its line shifts subtracted when ``shifted``."""
+    if shifted:
+        return (X[b, i, j] - Sh[0, i, b]) - Sh[1, j, b]
+    return X[b, i, j]
+
+
+@device
+def _forward_thread(X, b, n_iter, tol, F, Gh, hist, Sh, shifted):
     """The iterations of one matrix by one thread; scalings in the
     batch-minor scratch F[slot, i, b], Gh[slot, j, b] (with ``hist`` every
     iteration's: F[k-1] = f^k, Gh[k] = g^k; else two alternating slots:
-    f^k in F[(k-1) & 1], g^k in Gh[k & 1]).  Returns K (as the CPU's
+    f^k in F[(k-1) & 1], g^k in Gh[k & 1]), on the shifted entries
+    (``_xs``; g^0 = the column shifts).  Returns K (as the CPU's
     ``_forward_lanes``)."""
     n = X.shape[1]
     for j in range(n):
-        Gh[0, j, b] = 0.0
+        Gh[0, j, b] = Sh[1, j, b] if shifted else 0.0
     for it in range(n_iter):
         gs = it if hist else it & 1
         fo = (it - 1) if hist else (it - 1) & 1
@@ -154,10 +215,10 @@ def _forward_thread(X, b, n_iter, tol, F, Gh, hist):
         for i in range(n):
             m = -math.inf
             for j in range(n):
-                m = max(m, X[b, i, j] + Gh[gs, j, b])
+                m = max(m, _xs(X, b, i, j, Sh, shifted) + Gh[gs, j, b])
             s = 0.0
             for j in range(n):
-                s += math.exp(X[b, i, j] + Gh[gs, j, b] - m)
+                s += math.exp(_xs(X, b, i, j, Sh, shifted) + Gh[gs, j, b] - m)
             fni = -(m + math.log(s))
             if it > 0:
                 err = max(err, abs(math.exp(F[fo, i, b] - fni) - 1.0))
@@ -168,62 +229,127 @@ def _forward_thread(X, b, n_iter, tol, F, Gh, hist):
         for j in range(n):
             m = -math.inf
             for i in range(n):
-                m = max(m, X[b, i, j] + F[fs, i, b])
+                m = max(m, _xs(X, b, i, j, Sh, shifted) + F[fs, i, b])
             s = 0.0
             for i in range(n):
-                s += math.exp(X[b, i, j] + F[fs, i, b] - m)
+                s += math.exp(_xs(X, b, i, j, Sh, shifted) + F[fs, i, b] - m)
             Gh[gn, j, b] = -(m + math.log(s))
     return n_iter
 
 
 @kernel(_sigs("void({T}[:, :, ::1], int64, float64, float64[:, :, ::1], "
-              "float64[:, :, ::1], {T}[:, :, ::1], int64[::1])"), hot=True)
-def operator_forward_thread(X, n_iter, tol, F, Gh, R, iters):
-    """One thread per matrix: R[b] = exp(X + f^K 1^T + 1 g^K^T), iters[b] = K."""
+              "float64[:, :, ::1], float64[:, :, ::1], {T}[:, :, ::1], int64[::1])"), hot=True)
+def operator_forward_thread(X, n_iter, tol, F, Gh, Sh, R, iters):
+    """One thread per matrix: R[b] = exp(X + f^K 1^T + 1 g^K^T), iters[b] = K
+    (Sh: the line shifts' scratch, ``_thread_shifts``)."""
     b = cuda.grid(1)
     if b >= X.shape[0]:
         return
     n = X.shape[1]
-    K = _forward_thread(X, b, n_iter, tol, F, Gh, False)
+    shifted = _thread_shifts(X, b, Sh)
+    K = _forward_thread(X, b, n_iter, tol, F, Gh, False, Sh, shifted)
     iters[b] = K
     fs = (K - 1) & 1
     gs = K & 1
     for i in range(n):
         fi = F[fs, i, b]
         for j in range(n):
-            R[b, i, j] = math.exp(X[b, i, j] + fi + Gh[gs, j, b])
+            R[b, i, j] = math.exp(_xs(X, b, i, j, Sh, shifted) + fi + Gh[gs, j, b])
 
 
 @device
-def _row_lse_warp(X, w, ia, va, ga, gb, n):
-    """-LSE_j(X[w, ia, j] + g_j) for lane's row ia (0 when not va)."""
+def _row_lse_warp(X, w, ia, va, ga, gb, n, rs, csa, csb, shifted):
+    """-LSE_j(x_j + g_j) for lane's row ia (0 when not va), x_j = X[w, ia, j]
+    or, when ``shifted`` (warp-uniform), (X[w, ia, j] - rs) - cs_j with rs
+    this row's shift and cs the column shifts (lane l: csa = cs_l,
+    csb = cs_{l+32})."""
     m = -math.inf
     for j in range(n):
         gj = _bcast(ga, gb, j)
+        cj = _bcast(csa, csb, j) if shifted else 0.0
         if va:
-            m = max(m, X[w, ia, j] + gj)
+            x = X[w, ia, j]
+            if shifted:
+                x = (x - rs) - cj
+            m = max(m, x + gj)
     s = 0.0
     for j in range(n):
         gj = _bcast(ga, gb, j)
+        cj = _bcast(csa, csb, j) if shifted else 0.0
         if va:
-            s += math.exp(X[w, ia, j] + gj - m)
+            x = X[w, ia, j]
+            if shifted:
+                x = (x - rs) - cj
+            s += math.exp(x + gj - m)
     return -(m + math.log(s)) if va else 0.0
 
 
 @device
-def _col_lse_warp(X, w, ja, va, fa, fb, n):
-    """-LSE_i(X[w, i, ja] + f_i) for lane's column ja (0 when not va)."""
+def _col_lse_warp(X, w, ja, va, fa, fb, n, rsa, rsb, cs, shifted):
+    """-LSE_i(x_i + f_i) for lane's column ja (0 when not va), x_i =
+    X[w, i, ja] or, when ``shifted``, (X[w, i, ja] - rs_i) - cs with cs this
+    column's shift (rsa, rsb: the row shifts, distributed as f)."""
     m = -math.inf
     for i in range(n):
         fi = _bcast(fa, fb, i)
+        ri = _bcast(rsa, rsb, i) if shifted else 0.0
         if va:
-            m = max(m, X[w, i, ja] + fi)
+            x = X[w, i, ja]
+            if shifted:
+                x = (x - ri) - cs
+            m = max(m, x + fi)
     s = 0.0
     for i in range(n):
         fi = _bcast(fa, fb, i)
+        ri = _bcast(rsa, rsb, i) if shifted else 0.0
         if va:
-            s += math.exp(X[w, i, ja] + fi - m)
+            x = X[w, i, ja]
+            if shifted:
+                x = (x - ri) - cs
+            s += math.exp(x + fi - m)
     return -(m + math.log(s)) if va else 0.0
+
+
+@device
+def _warp_shifts(X, w, ia, ib, va, vb, n):
+    """The line shifts of matrix w (one warp; the CPU's ``_shift_lines``):
+    (rsa, rsb, csa, csb, shifted): the row shifts of the lane's rows ia,
+    ib, the column shifts of its columns ia, ib (after the row shifts;
+    0 for an ordinary line or an idle slot) and whether any line of the
+    matrix is shifted (the same in every lane)."""
+    rsa = 0.0
+    rsb = 0.0
+    for slot in range(2):
+        i = ia if slot == 0 else ib
+        if (va if slot == 0 else vb):
+            mx = -math.inf
+            mn = math.inf
+            for j in range(n):
+                x = X[w, i, j]
+                mx = max(mx, x)
+                mn = min(mn, x)
+            if slot == 0:
+                rsa = _line_shift(mx, mn)
+            else:
+                rsb = _line_shift(mx, mn)
+    mxa = -math.inf
+    mna = math.inf
+    mxb = -math.inf
+    mnb = math.inf
+    for i in range(n):
+        ri = _bcast(rsa, rsb, i)
+        if va:
+            x = X[w, i, ia] - ri
+            mxa = max(mxa, x)
+            mna = min(mna, x)
+        if vb:
+            x = X[w, i, ib] - ri
+            mxb = max(mxb, x)
+            mnb = min(mnb, x)
+    csa = _line_shift(mxa, mna) if va else 0.0
+    csb = _line_shift(mxb, mnb) if vb else 0.0
+    any_ = 1.0 if (rsa != 0.0 or rsb != 0.0 or csa != 0.0 or csb != 0.0) else 0.0
+    return rsa, rsb, csa, csb, _wmax(any_) > 0.0
 
 
 @kernel(_sigs("void({T}[:, :, ::1], int64, float64, {T}[:, :, ::1], int64[::1])"),
@@ -238,14 +364,15 @@ def operator_forward_warp(X, n_iter, tol, R, iters):
     ib = lane + 32
     va = ia < n
     vb = ib < n
+    rsa, rsb, csa, csb, shifted = _warp_shifts(X, w, ia, ib, va, vb, n)
     fa = 0.0
     fb = 0.0
-    ga = 0.0
-    gb = 0.0
+    ga = csa  # g^0: the column shifts (0 for ordinary columns)
+    gb = csb
     K = n_iter
     for it in range(n_iter):
-        fna = _row_lse_warp(X, w, ia, va, ga, gb, n)
-        fnb = _row_lse_warp(X, w, ib, vb, ga, gb, n)
+        fna = _row_lse_warp(X, w, ia, va, ga, gb, n, rsa, csa, csb, shifted)
+        fnb = _row_lse_warp(X, w, ib, vb, ga, gb, n, rsb, csa, csb, shifted)
         if tol >= 0.0 and it > 0:
             e = 0.0
             if va:
@@ -257,16 +384,23 @@ def operator_forward_warp(X, n_iter, tol, R, iters):
                 break
         fa = fna
         fb = fnb
-        ga = _col_lse_warp(X, w, ia, va, fa, fb, n)
-        gb = _col_lse_warp(X, w, ib, vb, fa, fb, n)
+        ga = _col_lse_warp(X, w, ia, va, fa, fb, n, rsa, rsb, csa, shifted)
+        gb = _col_lse_warp(X, w, ib, vb, fa, fb, n, rsa, rsb, csb, shifted)
     if lane == 0:
         iters[w] = K
     for i in range(n):
         fi = _bcast(fa, fb, i)
+        ri = _bcast(rsa, rsb, i) if shifted else 0.0
         if va:
-            R[w, i, ia] = math.exp(X[w, i, ia] + fi + ga)
+            x = X[w, i, ia]
+            if shifted:
+                x = (x - ri) - csa
+            R[w, i, ia] = math.exp(x + fi + ga)
         if vb:
-            R[w, i, ib] = math.exp(X[w, i, ib] + fi + gb)
+            x = X[w, i, ib]
+            if shifted:
+                x = (x - ri) - csb
+            R[w, i, ib] = math.exp(x + fi + gb)
 
 
 # --------------------------------------------------------------------------
@@ -509,17 +643,21 @@ _FB, _GB, _GBN = range(3)
 
 
 @kernel(_sigs("void({T}[:, :, ::1], {T}[:, :, ::1], int64, float64, float64[:, :, ::1], "
-              "float64[:, :, ::1], float64[:, :, ::1], float64[:, :, ::1], {T}[:, :, ::1], "
-              "int64[::1])"), hot=True)
-def unrolled_backward_thread(X, G, n_iter, tol, F, Gh, V, D, dX, iters):
+              "float64[:, :, ::1], float64[:, :, ::1], float64[:, :, ::1], float64[:, :, ::1], "
+              "{T}[:, :, ::1], int64[::1])"), hot=True)
+def unrolled_backward_thread(X, G, n_iter, tol, F, Gh, Sh, V, D, dX, iters):
     """One thread per matrix: the CPU's ``unrolled_backward`` for matrix b
-    (history F, Gh, the adjoint vectors V and the n x n float64 accumulator
-    D[i, j, b] in batch-minor scratch)."""
+    (history F, Gh, the line shifts Sh, the adjoint vectors V and the n x n
+    float64 accumulator D[i, j, b] in batch-minor scratch).  The sweep runs
+    on the shifted entries, as the forward: the shifts are constants of the
+    iteration (S_K does not depend on them), so dX is the gradient w.r.t.
+    the shifted entries."""
     b = cuda.grid(1)
     if b >= X.shape[0]:
         return
     n = X.shape[1]
-    K = _forward_thread(X, b, n_iter, tol, F, Gh, True)
+    shifted = _thread_shifts(X, b, Sh)
+    K = _forward_thread(X, b, n_iter, tol, F, Gh, True, Sh, shifted)
     iters[b] = K
     for j in range(n):
         V[_GB, j, b] = 0.0
@@ -527,7 +665,7 @@ def unrolled_backward_thread(X, G, n_iter, tol, F, Gh, V, D, dX, iters):
         s = 0.0
         fi = F[K - 1, i, b]
         for j in range(n):
-            h = G[b, i, j] * math.exp(X[b, i, j] + fi + Gh[K, j, b])
+            h = G[b, i, j] * math.exp(_xs(X, b, i, j, Sh, shifted) + fi + Gh[K, j, b])
             D[i, j, b] = h
             s += h
             V[_GB, j, b] += h
@@ -539,12 +677,12 @@ def unrolled_backward_thread(X, G, n_iter, tol, F, Gh, V, D, dX, iters):
             fi = F[k - 1, i, b]
             s = 0.0
             for j in range(n):
-                P = math.exp(X[b, i, j] + fi + Gh[k, j, b])
+                P = math.exp(_xs(X, b, i, j, Sh, shifted) + fi + Gh[k, j, b])
                 s += P * V[_GB, j, b]
                 D[i, j, b] -= V[_GB, j, b] * P
             fbi = (V[_FB, i, b] if k == K else 0.0) - s
             for j in range(n):
-                Q = math.exp(X[b, i, j] + fi + Gh[k - 1, j, b])
+                Q = math.exp(_xs(X, b, i, j, Sh, shifted) + fi + Gh[k - 1, j, b])
                 D[i, j, b] -= fbi * Q
                 V[_GBN, j, b] -= Q * fbi
         for j in range(n):
@@ -603,8 +741,9 @@ def operator_forward(X, n_iter, tol):
     else:
         F = cuda.device_array((2, n, B), dtype=np.float64)
         Gh = cuda.device_array((2, n, B), dtype=np.float64)
+        Sh = cuda.device_array((2, n, B), dtype=np.float64)
         grid, block = _thread_launch(B)
-        operator_forward_thread[grid, block](X, n_iter, float(tol), F, Gh, R, iters)
+        operator_forward_thread[grid, block](X, n_iter, float(tol), F, Gh, Sh, R, iters)
     return R, iters
 
 
@@ -640,7 +779,7 @@ def implicit_backward(R, G, corrected, max_iter, cg_tol):
 
 def unrolled_backward(X, G, n_iter, tol):
     """dX, iters of the unrolled backward (one thread per matrix; scratch
-    16 (n_iter + 1) n B + 8 n^2 B + 24 n B bytes)."""
+    16 (n_iter + 1) n B + 8 n^2 B + 40 n B bytes)."""
     B, n, _ = X.shape
     dX = cuda.device_array((B, n, n), dtype=X.dtype)
     iters = cuda.device_array(B, dtype=np.int64)
@@ -650,10 +789,12 @@ def unrolled_backward(X, G, n_iter, tol):
         raise TypeError(f"grad_R must have X's dtype on the GPU; got {G.dtype} and {X.dtype}")
     F = cuda.device_array((n_iter, n, B), dtype=np.float64)
     Gh = cuda.device_array((n_iter + 1, n, B), dtype=np.float64)
+    Sh = cuda.device_array((2, n, B), dtype=np.float64)
     V = cuda.device_array((3, n, B), dtype=np.float64)
     D = cuda.device_array((n, n, B), dtype=np.float64)
     grid, block = _thread_launch(B)
-    unrolled_backward_thread[grid, block](X, G, n_iter, float(tol), F, Gh, V, D, dX, iters)
+    unrolled_backward_thread[grid, block](X, G, n_iter, float(tol), F, Gh, Sh, V, D, dX,
+                                          iters)
     return dX, iters
 
 

@@ -65,7 +65,6 @@ def _build(dt):
     tag = str(T)
     NINF = dt(-np.inf)
     ZERO = dt(0.0)
-    ONE = dt(1.0)
     A1 = f"{T}[::1]"
     A2 = f"{T}[:, ::1]"
     A3 = f"{T}[:, :, ::1]"
@@ -152,20 +151,6 @@ def _build(dt):
             s = block_sum(s, ss)
             if tid == 0:
                 err2[k] = s
-
-    @kernel([f"void({A2}, {U8})"], warp_shuffle=True, tag=tag)
-    def all_finite(X, ok):
-        """ok[0] = 0 if X has a NaN or inf (ok[0] must be 1 on entry)."""
-        ss = cuda.shared.array(32, dtype=T)
-        tid = cuda.threadIdx.x
-        bad = ZERO
-        for i in range(cuda.blockIdx.x, X.shape[0], cuda.gridDim.x):
-            for j in range(tid, X.shape[1], cuda.blockDim.x):
-                if not finite(X[i, j]):
-                    bad = ONE
-        bad = block_sum(bad, ss)
-        if tid == 0 and bad != ZERO:
-            ok[0] = 0
 
     @kernel([f"void(float32[:, :], {A2})", f"void(float64[:, :], {A2})"], tag=tag)
     def copy_cast(src, dst):
@@ -445,7 +430,7 @@ def _build(dt):
     return dict(
         gibbs_kernel=gibbs_kernel, scaled_plan=scaled_plan, scaled_loss_rows=scaled_loss_rows,
         gibbs_loss_rows=gibbs_loss_rows, sum_rows=sum_rows, marginal_error=marginal_error,
-        all_finite=all_finite, copy_cast=copy_cast,
+        copy_cast=copy_cast,
         log_row_lse=log_row_lse, log_col_partial=log_col_partial, log_col_finish=log_col_finish,
         log_v_update=log_v_update, log_fused_iterations=log_fused_iterations,
         knopp_row_update=knopp_row_update, knopp_col_partial=knopp_col_partial,
@@ -475,14 +460,6 @@ def to_contiguous(M, dtype):
     grid, block = _grid2(M.shape)
     _k("copy_cast", dtype)[grid, block](M, out)
     return out
-
-
-def all_finite(M):
-    """True when the device matrix M has no NaN or inf."""
-    ok = cuda.to_device(np.ones(1, dtype=np.uint8))
-    n = M.shape[0]
-    _k("all_finite", M.dtype)[min(n, 1024), _tpb()](M, ok)
-    return bool(ok.copy_to_host()[0])
 
 
 def gibbs_kernel(M, c, f, g, out):
