@@ -32,6 +32,7 @@ import pytest
 
 import numbaot
 
+from conftest import Device
 from reference import lstsq_grad
 
 mpmath = pytest.importorskip("mpmath")
@@ -76,12 +77,16 @@ _POSITIVE_COLUMN = pytest.mark.xfail(
     "and R keeps their rounding, |c| * 1e-16 (a gauge shift inside the iteration would fix it)")
 
 
-@pytest.mark.parametrize("where, c", [
+_CPU = Device("cpu")
+
+_CONSTANT_LINES = [
     (w, c) for w in ("row", "column")
     for c in (-1e12, -1e13, -1e14, -1e15, 1e12, 1e15, -70000.0)
     if not (w == "column" and c > 0)] + [
-    pytest.param("column", c, marks=_POSITIVE_COLUMN) for c in (1e12, 1e15)])
-def test_forward_constant_row_or_column_is_exact(c, where, rng, device):
+    pytest.param("column", c, marks=_POSITIVE_COLUMN) for c in (1e12, 1e15)]
+
+
+def _check_constant_line(c, where, rng, device):
     n, n_iter = 4, 100
     X = np.stack([_with_constant(rng, n, c, where), rng.uniform(0.0, 4.0, size=(n, n))])
     X0 = X.copy()
@@ -94,6 +99,19 @@ def test_forward_constant_row_or_column_is_exact(c, where, rng, device):
     # converged: doubly stochastic to rounding (it used to be off by 1e-5 .. 5e-2)
     np.testing.assert_allclose(R.sum(-1), 1.0, rtol=0, atol=1e-13)
     np.testing.assert_allclose(R.sum(-2), 1.0, rtol=0, atol=1e-13)
+
+
+@pytest.mark.parametrize("where, c", _CONSTANT_LINES)
+def test_forward_constant_row_or_column_is_exact(c, where, rng):
+    _check_constant_line(c, where, rng, _CPU)
+
+
+#: on CUDA (the simulator takes seconds per case), one case of each kind:
+#: a negative row, a negative column, a positive row
+@pytest.mark.parametrize("device", ["cuda"], indirect=True)
+@pytest.mark.parametrize("where, c", [("row", -1e15), ("column", -1e14), ("row", 1e12)])
+def test_forward_constant_row_or_column_is_exact_cuda(c, where, rng, device):
+    _check_constant_line(c, where, rng, device)
 
 
 @pytest.mark.parametrize("where", ["row", "column"])
