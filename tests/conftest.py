@@ -68,26 +68,34 @@ def _is_cuda_test(item):
     return str(item.fspath).startswith(_CUDA_DIR)
 
 
-#: Test files whose tests share kernels that take long to compile (seconds to
-#: tens of seconds each on 2 cores, with an empty Numba cache): the
-#: per-size kernels of ``sinkhorn_operator`` and its backward.  With
-#: pytest-xdist's ``--dist loadgroup`` (setup.cfg) each group runs on one
-#: worker, which compiles them once and then loads them from the disk cache,
-#: instead of every worker compiling the same kernels at the same time.
+#: Test files whose tests share kernels that take long to compile (tens of
+#: seconds each on 2 cores, with an empty Numba cache): the per-size
+#: kernels of ``sinkhorn_operator`` and its backward.  They form one group.
 _COMPILE_GROUPS = {"test_implicit.py": "implicit", "test_adversarial_implicit.py": "implicit",
                    "test_implicit_codegen.py": "implicit"}
 
 
 def _xdist_group(item):
-    """The xdist group of a test (None: any worker): the files of
-    ``_COMPILE_GROUPS``, and one group per compute capability of
-    tests/test_ptx.py (its first test in a process compiles every kernel
-    for that capability in a subprocess; the others read the result)."""
+    """The xdist group of a test.  With pytest-xdist's ``--dist loadgroup``
+    (setup.cfg) the tests of one group run on one worker, which compiles
+    the kernels they share once and then loads them from Numba's disk cache
+    (most of the suite's time is compilation, one thread per worker).
+    Without groups every worker compiles every kernel it meets, often both
+    at the same time.  A group is a test file (the files of
+    ``_COMPILE_GROUPS`` together), except for tests/test_ptx.py, one group
+    per compute capability: the first test of a capability in a process
+    compiles every kernel for it in a subprocess, the others read the
+    result, and three such groups spread over the workers.  None (any
+    worker, test by test) in the simulator pass: nothing is compiled there
+    (the CPU kernels its tests compare with come from the first pass's
+    cache), and single tests balance best."""
+    if simulator_on():
+        return None
     base = os.path.basename(str(item.fspath))
     callspec = getattr(item, "callspec", None)
     if base == "test_ptx.py" and callspec is not None and "cc" in callspec.params:
         return "ptx-cc%d%d" % callspec.params["cc"]
-    return _COMPILE_GROUPS.get(base)
+    return _COMPILE_GROUPS.get(base, base)
 
 
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the xdist_group marks
@@ -149,9 +157,13 @@ def device(request):
 _STOCK_BLOCK_RUN = "54626c6819f55d51"
 
 #: seconds the simulator's block manager sleeps between two polls of its
-#: threads (measured on tests/cuda/test_partial_cuda.py, -n 2, 2 cores:
-#: 224 s stock, 161 s at 1e-4, 136 s at 1e-3, 133 s at 4e-3)
+#: threads, and the thread switch interval of the simulator pass (measured
+#: on tests/cuda/test_partial_cuda.py, -n 2, 2 cores, wall: stock manager
+#: 224 s at interval 1e-4; sleep 1e-4: 161 s, 1e-3: 136 s, 4e-3: 133 s at
+#: 1e-4; sleep 1e-3 at interval 2e-3: 85 s, 5e-3: 95 s, 2e-2: 85 s; sleep
+#: 2e-4 / 3e-3 at 2e-3: 92 / 100 s)
 _POLL_SLEEP = 1e-3
+_SWITCH_INTERVAL = 2e-3
 
 
 def _polling_block_manager():
@@ -216,14 +228,16 @@ def _polling_block_manager():
 @pytest.fixture(autouse=True, scope="session")
 def fast_simulator():
     """Two speed-ups of the CUDA simulator (one Python thread per CUDA
-    thread), restored after the session: a shorter thread switch interval,
-    so that the simulated threads run sooner (about 25 % faster here), and
-    a block manager that does not poll its threads without pause
-    (:func:`_polling_block_manager`, about 40 % faster)."""
+    thread), restored after the session: a block manager that does not poll
+    its threads without pause (:func:`_polling_block_manager`) and a thread
+    switch interval of ``_SWITCH_INTERVAL`` (Python's default is 5e-3): 2.6x
+    faster together on tests/cuda/test_partial_cuda.py.  (With the stock
+    manager a short interval, 1e-4, was the faster one: it cut into its
+    polling.)"""
     old = sys.getswitchinterval()
     patched = None
     if simulator_on():
-        sys.setswitchinterval(1e-4)
+        sys.setswitchinterval(_SWITCH_INTERVAL)
         patched = _polling_block_manager()
     yield
     sys.setswitchinterval(old)
