@@ -314,14 +314,18 @@ def screen_cost(M, reg, scale_max, form_K, ca, cb, Kmat):
     hi = -np.inf
     finite = True
     for i in range(n):
-        cai = ca[i] if form_K else 1.0
+        # two loops over the row (it stays in L1): the screen's reductions
+        # (min/max do not vectorise without the no-NaN flag) kept the
+        # exponentials of a single fused loop scalar, 2.7-4x slower
         for j in range(m):
             x = M[i, j]
             finite &= np.isfinite(x)
             lo = min(lo, x)
             hi = max(hi, x)
-            if form_K:
-                Kmat[i, j] = fast_exp(c * x) * cai * cb[j]
+        if form_K:
+            cai = ca[i]
+            for j in range(m):
+                Kmat[i, j] = fast_exp(c * M[i, j]) * cai * cb[j]
     return finite and max(hi, -lo) / reg <= scale_max
 
 
