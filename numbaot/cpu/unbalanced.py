@@ -133,7 +133,9 @@ def uot_gibbs(M, c, ca, cb, C, use_mat, out):
 # --------------------------------------------------------------------------
 @njit(**_SER)
 def _pow(x, e):
-    """x ** e with the exponent-1 case exact and cheap."""
+    """x ** e with the exponent-1 case exact and cheap.  (libm's pow, ~15 ns:
+    exp(e log x) by ``numbaot.cpu._math`` is 3x cheaper in a vectorised loop
+    but slower in these scalar ones, measured, so it is not used.)"""
     if e == 1.0:
         return x
     return x ** e
@@ -651,13 +653,68 @@ uot_log_row_update_serial = _serial_twin(uot_log_row_update)
 
 
 @njit(**_SER)
+def _uot_set_u(u, k, i, x, acc):
+    """u[k, i] = x, with max |x - old| into acc[0], max(|x|, |old|) into
+    acc[1] and acc[2] = 1 when x is not finite (``uot_rule``'s inputs)."""
+    old = u[k, i]
+    u[k, i] = x
+    if not np.isfinite(x):
+        acc[2] = 1.0
+    acc[0] = max(acc[0], abs(x - old))
+    acc[1] = max(acc[1], max(abs(x), abs(old)))
+
+
+@njit(**_SER)
+def _uot_rows(Kmat, a, ka, fi, v, u, q, k, acc):
+    """u[k, i] = (a[ka, i] / (K v_k)_i) ** fi and q[k] += K^T u_k (q zeroed
+    before), rows four at a time as ``numbaot.cpu._small._knopp_rows``: each
+    load of v_j and each load/store of q_j serves four rows, which the
+    second loop re-reads from L1.  Sums in float64 (a float32 K is widened
+    entry by entry); ``acc`` as :func:`_uot_set_u`."""
+    n, m = Kmat.shape
+    i = 0
+    while i + 4 <= n:
+        s0 = 0.0
+        s1 = 0.0
+        s2 = 0.0
+        s3 = 0.0
+        for j in range(m):
+            vj = v[k, j]
+            s0 += Kmat[i, j] * vj
+            s1 += Kmat[i + 1, j] * vj
+            s2 += Kmat[i + 2, j] * vj
+            s3 += Kmat[i + 3, j] * vj
+        u0 = _pow(a[ka, i] / s0, fi)
+        u1 = _pow(a[ka, i + 1] / s1, fi)
+        u2 = _pow(a[ka, i + 2] / s2, fi)
+        u3 = _pow(a[ka, i + 3] / s3, fi)
+        _uot_set_u(u, k, i, u0, acc)
+        _uot_set_u(u, k, i + 1, u1, acc)
+        _uot_set_u(u, k, i + 2, u2, acc)
+        _uot_set_u(u, k, i + 3, u3, acc)
+        for j in range(m):
+            q[k, j] += (Kmat[i, j] * u0 + Kmat[i + 1, j] * u1) + (Kmat[i + 2, j] * u2
+                                                                 + Kmat[i + 3, j] * u3)
+        i += 4
+    while i < n:
+        s0 = 0.0
+        for j in range(m):
+            s0 += Kmat[i, j] * v[k, j]
+        u0 = _pow(a[ka, i] / s0, fi)
+        _uot_set_u(u, k, i, u0, acc)
+        for j in range(m):
+            q[k, j] += Kmat[i, j] * u0
+        i += 1
+
+
+@njit(**_SER)
 def uot_small_run(Kmat, a, b, u, v, fi1, fi2, n_steps, stopThr, errs):
     """:func:`uot_run` on the calling thread: up to ``n_steps`` iterations
     u = (a / K v)^fi1, v = (b / K^T u)^fi2 in place under :func:`uot_rule`.
 
-    Each row of K is read once per iteration: (K v_k)_i, the new u_ki, and
-    K_ij u_ki added into q_k = K^T u_k while the row is in L1; then v from q.
-    Sums in float64 (a float32 K is widened entry by entry).  Same returns
+    Each row of K is read once per iteration (:func:`_uot_rows`, four rows
+    at a time): (K v_k)_i, the new u_ki, and K_ij u_ki added into
+    q_k = K^T u_k while the rows are in L1; then v from q.  Same returns
     and ``errs`` as :func:`uot_run`."""
     n, m = Kmat.shape
     P = u.shape[0]
@@ -666,30 +723,20 @@ def uot_small_run(Kmat, a, b, u, v, fi1, fi2, n_steps, stopThr, errs):
     uprev = np.empty_like(u)
     vprev = np.empty_like(v)
     q = np.empty((P, m))
+    acc = np.empty(3)
     for it in range(n_steps):
         _copy2(uprev, u)
         _copy2(vprev, v)
+        acc[0] = 0.0
+        acc[1] = 0.0
+        acc[2] = 0.0
         for k in range(P):
             for j in range(m):
                 q[k, j] = 0.0
-        du = 0.0
-        mu = 0.0
-        bad = False
-        for i in range(n):
-            for k in range(P):
-                s = 0.0
-                for j in range(m):
-                    s += Kmat[i, j] * v[k, j]
-                aki = a[0, i] if shared_a else a[k, i]
-                x = _pow(aki / s, fi1)
-                old = u[k, i]
-                u[k, i] = x
-                if not np.isfinite(x):
-                    bad = True
-                du = max(du, abs(x - old))
-                mu = max(mu, max(abs(x), abs(old)))
-                for j in range(m):
-                    q[k, j] += Kmat[i, j] * x
+            _uot_rows(Kmat, a, 0 if shared_a else k, fi1, v, u, q, k, acc)
+        du = acc[0]
+        mu = acc[1]
+        bad = acc[2] != 0.0
         dv = 0.0
         mv = 0.0
         for k in range(P):
