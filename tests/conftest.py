@@ -17,7 +17,7 @@ before Numba is imported, hence the README's second command, which runs
 exactly the tests marked ``cuda`` in a simulator process:
 
     python -m pytest                                       # CPU (CUDA skipped without a GPU)
-    NUMBA_ENABLE_CUDASIM=1 python -m pytest -m cuda -n 2   # the CUDA tests, simulator
+    NUMBA_ENABLE_CUDASIM=1 python -m pytest -m cuda -n 4   # the CUDA tests, simulator
 """
 import os
 import sys

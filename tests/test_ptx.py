@@ -26,7 +26,11 @@ try:
 except Exception as exc:  # numba-cuda not installed
     cuda_missing = f"numba-cuda not installed ({exc}); pip install '.[cuda]'"
 
-CCS = [(7, 0), (7, 5), (8, 0), (9, 0)]
+#: the oldest target (7.0: CUDA 13 cannot, the tests say so and skip; 7.5: the
+#: oldest it can) and Hopper (9.0, the GPUs the project is lent).  8.0 was
+#: dropped on 2026-11-28 (about 60 s of CI per capability): it lies between
+#: the two, and every check here passed for 7.5, 8.0 and 9.0 alike until then.
+CCS = [(7, 0), (7, 5), (9, 0)]
 
 _SCRIPT = r"""
 import json, re, sys

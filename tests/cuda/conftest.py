@@ -2,7 +2,7 @@
 
 They run in the Numba CUDA simulator (CI, no GPU) or on a real GPU:
 
-    NUMBA_ENABLE_CUDASIM=1 python -m pytest -m cuda -n 2   # simulator (all CUDA tests)
+    NUMBA_ENABLE_CUDASIM=1 python -m pytest -m cuda -n 4   # simulator (all CUDA tests)
     NUMBA_ENABLE_CUDASIM=1 python -m pytest tests/cuda     # simulator, this folder only
     python -m pytest tests/cuda                            # on a machine with a GPU
 
