@@ -8,22 +8,26 @@ import numpy as np
 import pytest
 from numba import njit
 
+from numbaot._config import JIT_OPTIONS
 from numbaot.cpu._math import fast_exp, fast_exp_ftz, fast_log
 
+#: the kernels' options (fast-math flags as in every CPU kernel), not cached
+_OPTS = dict(JIT_OPTIONS, cache=False)
 
-@njit(cache=False)
+
+@njit(**_OPTS)
 def _apply_exp(x, out):
     for i in range(x.shape[0]):
         out[i] = fast_exp(x[i])
 
 
-@njit(cache=False)
+@njit(**_OPTS)
 def _apply_exp_ftz(x, out):
     for i in range(x.shape[0]):
         out[i] = fast_exp_ftz(x[i])
 
 
-@njit(cache=False)
+@njit(**_OPTS)
 def _apply_log(x, out):
     for i in range(x.shape[0]):
         out[i] = fast_log(x[i])
