@@ -145,6 +145,44 @@ def test_results_independent_of_thread_count(restore_num_threads, rng):
     np.testing.assert_array_equal(one, two)
 
 
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("masked", [False, True])
+def test_one_thread_path_equals_parallel_path(dtype, masked, rng, monkeypatch):
+    """Below ``SCAN_MIN_THREAD_WORK`` a batch runs on the calling thread
+    without a parallel region (and a float gamma reaches the kernel as it
+    is); the parallel path gives the same bits, and both match the loops."""
+    x = rng.normal(size=(37, 40)).astype(dtype)
+    d = rng.random(x.shape) < 0.1 if masked else None
+    runs = []
+    for min_work in (_config.SCAN_MIN_THREAD_WORK, 1):  # one thread, then the parallel path
+        monkeypatch.setattr(_config, "SCAN_MIN_THREAD_WORK", min_work)
+        runs.append([numbaot.discounted_cumsum_right(x, 0.9, dones=d),
+                     numbaot.discounted_cumsum_left(x[:, ::3], np.full(37, 0.9), dones=None),
+                     numbaot.discounted_cumsum_right(x[5], np.float64(0.9))])
+    for a, b in zip(*runs):
+        assert a.dtype == dtype
+        np.testing.assert_array_equal(a, b)
+    x64 = x.astype(np.float64)
+    np.testing.assert_allclose(runs[0][0], loop_right(x64, np.full(37, 0.9), d), **tol(dtype))
+    np.testing.assert_allclose(runs[0][1], loop_left(x64[:, ::3], np.full(37, 0.9)), **tol(dtype))
+    np.testing.assert_allclose(runs[0][2], loop_right(x64[5:6], [0.9])[0], **tol(dtype))
+
+
+def test_host_fast_path_equals_general_path(rng):
+    """A C-contiguous float array with a float gamma and no mask skips the
+    general validation; every other spelling of the same problem (gamma as
+    a NumPy scalar, a 0-d array or one value per row; x big-endian or
+    Fortran-ordered) takes the general path and gives the same bits."""
+    x = rng.normal(size=(6, 50))
+    fast = numbaot.discounted_cumsum_right(x, 0.95)
+    for xx, g in [(x, np.float64(0.95)), (x, np.array(0.95)), (x, np.full(6, 0.95)),
+                  (x.astype(">f8"), 0.95), (np.asfortranarray(x), 0.95)]:
+        y = numbaot.discounted_cumsum_right(xx, g)
+        assert y.dtype == np.float64 and y.shape == x.shape
+        np.testing.assert_array_equal(y, fast)
+    np.testing.assert_allclose(fast, lfilter_right(x, np.full(6, 0.95)), **F64)
+
+
 # --------------------------------------------------------------------------
 # the seed's examples
 # --------------------------------------------------------------------------

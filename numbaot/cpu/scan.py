@@ -54,7 +54,7 @@ the data from memory; the caller then looks for NaN/inf in the inputs
 import math
 
 import numpy as np
-from numba import njit, prange
+from numba import njit, prange, types
 from numba.extending import overload
 
 from .. import _config
@@ -212,6 +212,61 @@ def _poly(x, lo, n, g, right, w):
     return acc
 
 
+@njit(**_INL)
+def _scan_group(grp, x, gamma, dones, reverse, N, L, carry, lim, out):
+    """Scan the segments of task ``grp`` (four in lockstep, fewer in the last
+    task) from their carries; returns 1 if a value written is not finite
+    once stored, else 0 (see ``scan_chunks``)."""
+    B = gamma.shape[0]
+    nc = 1 if carry is None else carry.shape[1]
+    S = B * nc
+    s0 = grp * LANES
+    if s0 + LANES <= S:
+        r0, c0, b0, st, l0 = _segment(s0, nc, N, L, reverse)
+        r1, c1, b1, st, l1 = _segment(s0 + 1, nc, N, L, reverse)
+        r2, c2, b2, st, l2 = _segment(s0 + 2, nc, N, L, reverse)
+        r3, c3, b3, st, l3 = _segment(s0 + 3, nc, N, L, reverse)
+        g0, g1, g2, g3 = gamma[r0], gamma[r1], gamma[r2], gamma[r3]
+        if carry is None:
+            y0 = y1 = y2 = y3 = 0.0
+        else:
+            y0, y1, y2, y3 = carry[r0, c0], carry[r1, c1], carry[r2, c2], carry[r3, c3]
+        m = min(min(l0, l1), min(l2, l3))
+        for i in range(m):
+            # unsigned indices: no negative-index wraparound code
+            i0 = np.uint64(b0 + st * i)
+            i1 = np.uint64(b1 + st * i)
+            i2 = np.uint64(b2 + st * i)
+            i3 = np.uint64(b3 + st * i)
+            y0 = _link(g0, dones, i0, reverse) * y0 + np.float64(x[i0])
+            y1 = _link(g1, dones, i1, reverse) * y1 + np.float64(x[i1])
+            y2 = _link(g2, dones, i2, reverse) * y2 + np.float64(x[i2])
+            y3 = _link(g3, dones, i3, reverse) * y3 + np.float64(x[i3])
+            out[i0] = y0
+            out[i1] = y1
+            out[i2] = y2
+            out[i3] = y3
+        y0 = _run(x, dones, out, g0, b0, st, reverse, m, l0, y0)
+        y1 = _run(x, dones, out, g1, b1, st, reverse, m, l1, y1)
+        y2 = _run(x, dones, out, g2, b2, st, reverse, m, l2, y2)
+        y3 = _run(x, dones, out, g3, b3, st, reverse, m, l3, y3)
+        ok = abs(y0) < lim and abs(y1) < lim and abs(y2) < lim and abs(y3) < lim
+        if ok:
+            ok = _stored_float32_finite(out, s0, s0 + LANES, nc, N, L, reverse)
+        return 0 if ok else 1
+    bad = 0
+    for s in range(s0, S):
+        r, c, b, st, ln = _segment(s, nc, N, L, reverse)
+        y = _run(x, dones, out, gamma[r], b, st, reverse, 0, ln,
+                 0.0 if carry is None else carry[r, c])
+        ok = abs(y) < lim
+        if ok:
+            ok = _stored_float32_finite(out, s, s + 1, nc, N, L, reverse)
+        if not ok:
+            bad = 1
+    return bad
+
+
 @njit(**_PAR)
 def scan_chunks(x, gamma, dones, reverse, N, L, carry, lim, out):
     """out = the scan of every chunk started from ``carry``; returns a count
@@ -235,55 +290,54 @@ def scan_chunks(x, gamma, dones, reverse, N, L, carry, lim, out):
     """
     B = gamma.shape[0]
     nc = 1 if carry is None else carry.shape[1]
-    S = B * nc
-    ng = (S + LANES - 1) // LANES
+    ng = (B * nc + LANES - 1) // LANES
     bad = 0
     for grp in prange(ng):
-        s0 = grp * LANES
-        if s0 + LANES <= S:
-            r0, c0, b0, st, l0 = _segment(s0, nc, N, L, reverse)
-            r1, c1, b1, st, l1 = _segment(s0 + 1, nc, N, L, reverse)
-            r2, c2, b2, st, l2 = _segment(s0 + 2, nc, N, L, reverse)
-            r3, c3, b3, st, l3 = _segment(s0 + 3, nc, N, L, reverse)
-            g0, g1, g2, g3 = gamma[r0], gamma[r1], gamma[r2], gamma[r3]
-            if carry is None:
-                y0 = y1 = y2 = y3 = 0.0
-            else:
-                y0, y1, y2, y3 = carry[r0, c0], carry[r1, c1], carry[r2, c2], carry[r3, c3]
-            m = min(min(l0, l1), min(l2, l3))
-            for i in range(m):
-                # unsigned indices: no negative-index wraparound code
-                i0 = np.uint64(b0 + st * i)
-                i1 = np.uint64(b1 + st * i)
-                i2 = np.uint64(b2 + st * i)
-                i3 = np.uint64(b3 + st * i)
-                y0 = _link(g0, dones, i0, reverse) * y0 + np.float64(x[i0])
-                y1 = _link(g1, dones, i1, reverse) * y1 + np.float64(x[i1])
-                y2 = _link(g2, dones, i2, reverse) * y2 + np.float64(x[i2])
-                y3 = _link(g3, dones, i3, reverse) * y3 + np.float64(x[i3])
-                out[i0] = y0
-                out[i1] = y1
-                out[i2] = y2
-                out[i3] = y3
-            y0 = _run(x, dones, out, g0, b0, st, reverse, m, l0, y0)
-            y1 = _run(x, dones, out, g1, b1, st, reverse, m, l1, y1)
-            y2 = _run(x, dones, out, g2, b2, st, reverse, m, l2, y2)
-            y3 = _run(x, dones, out, g3, b3, st, reverse, m, l3, y3)
-            ok = abs(y0) < lim and abs(y1) < lim and abs(y2) < lim and abs(y3) < lim
-            if ok:
-                ok = _stored_float32_finite(out, s0, s0 + LANES, nc, N, L, reverse)
-            if not ok:
-                bad += 1
-        else:
-            for s in range(s0, S):
-                r, c, b, st, ln = _segment(s, nc, N, L, reverse)
-                y = _run(x, dones, out, gamma[r], b, st, reverse, 0, ln,
-                         0.0 if carry is None else carry[r, c])
-                ok = abs(y) < lim
-                if ok:
-                    ok = _stored_float32_finite(out, s, s + 1, nc, N, L, reverse)
-                if not ok:
-                    bad += 1
+        bad += _scan_group(grp, x, gamma, dones, reverse, N, L, carry, lim, out)
+    return bad
+
+
+#: ``overflow_limit(float32)``
+_LIM32 = 2.0 ** 128 - 2.0 ** 103
+
+
+def _limit(out):
+    """``overflow_limit(out.dtype)`` inside a kernel (chosen when it is typed)."""
+    raise NotImplementedError("called from the kernels only")
+
+
+@overload(_limit, inline="always")
+def _limit_impl(out):
+    if out.dtype.bitwidth < 64:
+        return lambda out: _LIM32
+    return lambda out: math.inf
+
+
+def _per_row(gamma, B):
+    """gamma as a (B,) array inside a kernel: a float is broadcast."""
+    raise NotImplementedError("called from the kernels only")
+
+
+@overload(_per_row, inline="always")
+def _per_row_impl(gamma, B):
+    if isinstance(gamma, types.Float):
+        return lambda gamma, B: np.full(B, gamma)
+    return lambda gamma, B: gamma
+
+
+@njit(**_SER)
+def scan_rows_serial(x, gamma, dones, reverse, B, out):
+    """``scan_rows`` on the calling thread, no parallel region: for batches
+    too small to be worth a second thread (``_threads``).  N = out.size / B.
+    gamma : (B,) float64, or a float (every row).  No thread count is
+    changed and the discounts need no host array: a call costs little also
+    when the interpreter's and Numba's data are out of cache (a call after
+    other work, bench_scan.py section 2)."""
+    g = _per_row(gamma, B)
+    N = out.shape[0] // B
+    bad = 0
+    for grp in range((B + LANES - 1) // LANES):
+        bad += _scan_group(grp, x, g, dones, reverse, N, N, None, _limit(out), out)
     return bad
 
 
@@ -458,14 +512,16 @@ def overflow_limit(dtype):
     return math.inf
 
 
-_LIM32 = 2.0 ** 128 - 2.0 ** 103
-
-
 def run_scan(x, gamma, dones, reverse, B, N, out):
     """out = the scan of every row of x (flat (B * N,)); returns a count that
     is 0 iff every value of out is finite (non-zero when the input has
-    NaN/inf or a sum overflows out's dtype)."""
+    NaN/inf or a sum overflows out's dtype).  gamma: (B,) float64, or (on
+    the CPU) a float for every row."""
     nc, L = layout(B, N)
+    if nc == 1 and B * N < _config.SCAN_MIN_THREAD_WORK:
+        return scan_rows_serial(x, gamma, dones, reverse, B, out)
+    if not isinstance(gamma, np.ndarray):
+        gamma = np.full(B, gamma)
     lim = overflow_limit(out.dtype)
     with threads_at_most(_threads(B, N)):
         if nc == 1:
