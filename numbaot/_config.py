@@ -312,8 +312,9 @@ SCAN_CHUNK = 16384
 SCAN_SPLIT_MAX_ROWS = 64
 
 #: CPU: the least work (entries of the (batch, N) input) worth one thread: a
-#: call with less work per thread runs on fewer threads (on one below this
-#: size), through ``_dispatch.threads_at_most``.  Waking a sleeping worker
+#: call with less work per thread runs on fewer threads, through
+#: ``_dispatch.threads_at_most``; below this size, unsplit rows run on the
+#: calling thread without a parallel region (``cpu.scan.scan_rows_serial``).  Waking a sleeping worker
 #: costs 0.1-10 ms on a shared VM (docs/performance-notes.md), and a
 #: descheduled one stalls the whole parallel region, while 2^18 float64
 #: entries take about 0.1 ms on one core (the (8192, 16) batch: 51 us on one
