@@ -127,6 +127,23 @@ ACCUMULATOR_BYTES = 256 * 2**20
 #: falls below this is recomputed with the running-max online logsumexp.
 ROW_SUM_FLOOR = 1e-200
 
+#: The same floor where a row's exponentials are stored in float32 (the
+#: log-domain pass with a float32 M): there terms below 1.2e-38 flush to 0, so
+#: a row sum under 1e-28 (whose terms down to 1e-10 of it might be lost) is
+#: recomputed with the exact running-max shift (largest term 1).
+ROW_SUM_FLOOR_F32 = 1e-28
+
+#: Log-domain row pass with a float32 M (``numbaot.cpu.sinkhorn.log_fused_pass``):
+#: a row's exponentials exp(c M_ij + v_j - r_i) are computed in float32 lanes
+#: (twice the lanes of float64) when |r_i| + max_j |v_j| <= this, else in
+#: float64.  The float32 argument then carries an absolute error of about
+#: 3 * LOG_F32_MAX_SCALE * 2^-24 = 2.3e-5 at most for the terms that matter
+#: (those within ~30 of the row maximum, where |c M_ij| is within 30 of
+#: |v_j - r_i|): a relative error of 2.3e-5 in those plan entries, against
+#: float32 tolerances of 1e-4 (tests/_helpers.py).  Typical problems (costs
+#: scaled to [0, 1], reg >= 0.02) stay under it.
+LOG_F32_MAX_SCALE = 128.0
+
 #: From this many problems sharing one matrix on, the multiplicative solver
 #: stores its vectors problem-minor (dim, n_hists) and vectorises over the
 #: problems (no per-row horizontal reductions).

@@ -104,3 +104,27 @@ def test_tiny_reg_float32_close_to_float64():
     G64 = ot.bregman.sinkhorn_log(*up(a, b, M), REG, numItermax=50000, stopThr=1e-12, warn=False)
     assert G32.dtype == np.float32
     assert_close(G32, G64, **F32)
+
+
+@pytest.mark.parametrize("reg", [0.05, 0.01, 0.002])
+def test_float32_lanes_against_pot(reg):
+    """A float32 M above the small-problem size takes the blocked pass, whose
+    row exponentials run in float32 lanes while |shift| + max |v| <=
+    LOG_F32_MAX_SCALE (all three regs here: the potentials stay small on
+    this cost scaled to [0, 1]).  The plan stays within the float32
+    tolerance of POT's float64 plan, and no further from it than POT's own
+    float32 computation on the same float32 data."""
+    rng = np.random.default_rng(7)
+    n = 150  # 22500 entries > SMALL_MAX_ENTRIES_LOG
+    x, y = rng.random((n, 2)), rng.random((n, 2)) + 0.2
+    M = ((x[:, None, :] - y[None, :, :]) ** 2).sum(-1)
+    M /= M.max()
+    a32 = np.full(n, 1 / n, np.float32)
+    M32 = M.astype(np.float32)
+    ref = ot.sinkhorn(*up(a32, a32, M32), reg, method="sinkhorn_log", stopThr=1e-8)
+    got = numbaot.sinkhorn(a32, a32, M32, reg, method="sinkhorn_log", stopThr=1e-8)
+    pot32 = ot.sinkhorn(a32, a32, M32, reg, method="sinkhorn_log", stopThr=1e-8)
+    assert got.dtype == np.float32
+    assert_close(got, ref, **F32)
+    scale = ref + 1e-6 * ref.max()
+    assert np.max(np.abs(got - ref) / scale) <= np.max(np.abs(pot32 - ref) / scale)

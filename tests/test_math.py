@@ -9,7 +9,7 @@ import pytest
 from numba import njit
 
 from numbaot._config import JIT_OPTIONS
-from numbaot.cpu._math import fast_exp, fast_exp_ftz, fast_log
+from numbaot.cpu._math import fast_exp, fast_exp_f32_ftz, fast_exp_ftz, fast_log
 
 #: the kernels' options (fast-math flags as in every CPU kernel), not cached
 _OPTS = dict(JIT_OPTIONS, cache=False)
@@ -31,6 +31,12 @@ def _apply_exp_ftz(x, out):
 def _apply_log(x, out):
     for i in range(x.shape[0]):
         out[i] = fast_log(x[i])
+
+
+@njit(**_OPTS)
+def _apply_exp_f32(x, out):
+    for i in range(x.shape[0]):
+        out[i] = fast_exp_f32_ftz(x[i])
 
 
 def _run(f, x):
@@ -72,6 +78,25 @@ def test_fast_exp_ftz_against_numpy():
     np.testing.assert_array_equal(got[-3:], 0.0)
 
 
+def test_fast_exp_f32_ftz_against_numpy():
+    """float32 in, float32 out, float32 arithmetic: a few float32 ulp
+    (2^-24 = 6e-8) against the float64 exponential of the same float32
+    arguments, over every binade of a normal float32 result; 0 below the
+    flush bound -87.33 (exp(-87.33) = 1.2e-38, the smallest normal float32)."""
+    rng = np.random.default_rng(2)
+    k = np.arange(-125, 127)
+    x = np.concatenate([np.linspace(-87.33, 88.0, 400001), rng.uniform(-87.33, 88.0, 100000),
+                        k * np.log(2) + np.log(2) / 2, k * np.log(2) - np.log(2) / 2,
+                        [0.0, 1e-30, -1e-30, 1.0, -1.0]]).astype(np.float32)
+    x = x[(x >= np.float32(-87.33)) & (x <= 88.0)]
+    got = _run(_apply_exp_f32, x)
+    ref = np.exp(x.astype(np.float64))
+    assert got.dtype == np.float32
+    assert np.max(np.abs(got - ref) / ref) < 4e-7
+    low = np.array([-87.34, -100.0, -1e30, -np.inf], np.float32)
+    np.testing.assert_array_equal(_run(_apply_exp_f32, low), 0.0)
+
+
 def test_fast_log_against_numpy():
     rng = np.random.default_rng(1)
     x = np.concatenate([np.exp(rng.uniform(-700, 700, 200000)),
@@ -84,13 +109,13 @@ def test_fast_log_against_numpy():
 
 
 @pytest.mark.skipif(platform.machine() not in ("x86_64", "AMD64"), reason="x86 assembly")
-@pytest.mark.parametrize("kernel", [_apply_exp, _apply_exp_ftz, _apply_log])
+@pytest.mark.parametrize("kernel", [_apply_exp, _apply_exp_ftz, _apply_log, _apply_exp_f32])
 def test_loops_have_no_scalar_int_float_conversions(kernel):
     """No cvt(t)sd2si / cvtsi2sd in a loop over the helpers: AVX2 has no
     vector int64 <-> float64 conversion, and one such conversion made LLVM
     compute the whole exponential lane by lane (2.9 against 1.7 ns per
     element on the project's AVX2 machine)."""
-    x = np.ones(8)
+    x = np.ones(8, np.float32 if kernel is _apply_exp_f32 else np.float64)
     _run(kernel, x)
     asm = "\n".join(kernel.inspect_asm().values())
-    assert not re.findall(r"\bv?cvtt?sd2si|\bv?cvtsi2sd", asm)
+    assert not re.findall(r"\bv?cvtt?s[sd]2si|\bv?cvtsi2s[sd]", asm)
