@@ -127,12 +127,6 @@ ACCUMULATOR_BYTES = 256 * 2**20
 #: falls below this is recomputed with the running-max online logsumexp.
 ROW_SUM_FLOOR = 1e-200
 
-#: The same floor where a row's exponentials are stored in float32 (the
-#: log-domain pass with a float32 M): there terms below 1.2e-38 flush to 0, so
-#: a row sum under 1e-28 (whose terms down to 1e-10 of it might be lost) is
-#: recomputed with the exact running-max shift (largest term 1).
-ROW_SUM_FLOOR_F32 = 1e-28
-
 #: Log-domain row pass with a float32 M (``numbaot.cpu.sinkhorn.log_fused_pass``):
 #: a row's exponentials exp(c M_ij + v_j - r_i) are computed in float32 lanes
 #: (twice the lanes of float64) when |r_i| + max_j |v_j| <= this, else in

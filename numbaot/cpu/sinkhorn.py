@@ -54,7 +54,6 @@ from .._config import (
     JIT_OPTIONS,
     LOG_F32_MAX_SCALE,
     ROW_SUM_FLOOR,
-    ROW_SUM_FLOOR_F32,
     ROW_TILE,
     TILE_BYTES,
     UNDERFLOW_RTOL,
@@ -369,22 +368,24 @@ def _exp_store_sum(M, i, c, V, k, sh, E, r, j0, ln):
 
 
 @njit(**_SER)
-def _exp_store_sum_f32(M, i, c, V32, k, sh, E, r, j0, ln):
-    """``_exp_store_sum`` in float32 lanes (float32 M and E, ``V32`` a float32
-    copy of V): E[r, j] = exp(c M[i, j] + (V32[k, j] - sh)) with the argument
-    and the exponential in float32 (eight lanes of AVX2 where float64 has
-    four: 2.2x per entry in L1), then their float64 sum in a second loop over
-    the block (a float64 sum in the first loop makes LLVM vectorise it four
-    lanes wide, no faster than float64)."""
+def _exp_store_sum_f32(M, i, c, V32, k, sh, S32, E, r, j0, ln):
+    """``_exp_store_sum`` in float32 lanes (float32 M, ``V32`` a float32 copy
+    of V): exp(c M[i, j] + (V32[k, j] - sh)) with the argument and the
+    exponential in float32 (eight lanes of AVX2 where float64 has four)
+    into the scratch ``S32`` (>= ln entries, L1), then a second loop stores
+    them in E (float64) and sums them: a float64 store or sum in the first
+    loop makes LLVM vectorise it four lanes wide, no faster than float64."""
     c32 = np.float32(c)
     sh32 = np.float32(sh)
     base = np.uint64(j0)
     for t in range(ln):
         j = base + np.uint64(t)
-        E[r, j] = fast_exp_f32_ftz(c32 * M[i, j] + (V32[k, j] - sh32))
+        S32[t] = fast_exp_f32_ftz(c32 * M[i, j] + (V32[k, j] - sh32))
     acc = 0.0
     for t in range(ln):
-        acc += np.float64(E[r, base + np.uint64(t)])
+        e = np.float64(S32[t])
+        E[r, base + np.uint64(t)] = e
+        acc += e
     return acc
 
 
@@ -419,7 +420,7 @@ def _lane_copy_impl(M, v, active):
     return impl
 
 
-def _row_exps(M, i, c, V, V32, vmax, k, sh, E, r, j0, ln):
+def _row_exps(M, i, c, V, V32, vmax, k, sh, S32, E, r, j0, ln):
     """``_exp_store_sum`` of one block of row i: in float32 lanes
     (``_exp_store_sum_f32``) for a float32 M when |sh| + vmax[k] <=
     ``LOG_F32_MAX_SCALE``, else in float64.  A float64 M compiles the float64
@@ -428,14 +429,14 @@ def _row_exps(M, i, c, V, V32, vmax, k, sh, E, r, j0, ln):
 
 
 @overload(_row_exps, inline="always")
-def _row_exps_impl(M, i, c, V, V32, vmax, k, sh, E, r, j0, ln):
+def _row_exps_impl(M, i, c, V, V32, vmax, k, sh, S32, E, r, j0, ln):
     if M.dtype.bitwidth == 64:
-        return lambda M, i, c, V, V32, vmax, k, sh, E, r, j0, ln: _exp_store_sum(
+        return lambda M, i, c, V, V32, vmax, k, sh, S32, E, r, j0, ln: _exp_store_sum(
             M, i, c, V, k, sh, E, r, j0, ln)
 
-    def impl(M, i, c, V, V32, vmax, k, sh, E, r, j0, ln):
+    def impl(M, i, c, V, V32, vmax, k, sh, S32, E, r, j0, ln):
         if abs(sh) + vmax[k] <= LOG_F32_MAX_SCALE:
-            return _exp_store_sum_f32(M, i, c, V32, k, sh, E, r, j0, ln)
+            return _exp_store_sum_f32(M, i, c, V32, k, sh, S32, E, r, j0, ln)
         return _exp_store_sum(M, i, c, V, k, sh, E, r, j0, ln)
 
     return impl
@@ -778,7 +779,8 @@ def _online_row_lse(M, i, c, V, k, E, r_out, shift):
 
 
 @njit(**_PAR)
-def log_fused_pass(M, c, loga, v, shift_ok, dv_max, active, n_chunks, chunk_rows, Q, u, q):
+def log_fused_pass(M, c, loga, v, shift_ok, dv_max, active, n_chunks, chunk_rows, Q, u, q,
+                   lanes32=True):
     """One read of M for all active problems k:
 
     u[k, i] = loga[k, i] - logsumexp_j (c M_ij + v[k, j])     (row half-step)
@@ -795,11 +797,12 @@ def log_fused_pass(M, c, loga, v, shift_ok, dv_max, active, n_chunks, chunk_rows
     P_ij = E_ij * a_i / s_i <= a_i.  Tiles of rows x blocks of COL_BLOCK
     columns keep the blocks of v and of the accumulators in L1.
 
-    float32 M: the buffer E is float32 (floor ``ROW_SUM_FLOOR_F32``), and a
-    row's exponentials run in float32 lanes (``_row_exps``) when
-    |r_i| + max_j |v_j| <= ``LOG_F32_MAX_SCALE`` (the argument's float32
-    error then stays below 2.3e-5 absolute); sums and accumulators stay
-    float64.
+    float32 M with ``lanes32``: a row's exponentials run in float32 lanes
+    (``_row_exps``) when |r_i| + max_j |v_j| <= ``LOG_F32_MAX_SCALE`` (the
+    argument's float32 error then stays below 2.3e-5 absolute); sums and
+    accumulators stay float64.  The distributed solver passes
+    ``lanes32=False``: float64 arithmetic, so that its float32 plans equal
+    the single-process small path's to 1e-10 (tests/test_distributed.py).
     """
     n, m = M.shape
     K = v.shape[0]
@@ -807,10 +810,14 @@ def log_fused_pass(M, c, loga, v, shift_ok, dv_max, active, n_chunks, chunk_rows
     nblk = (m + COL_BLOCK - 1) // COL_BLOCK
     R = _tile_rows(m)
     V32, vmax = _lane_copy(M, v, active)
+    if not lanes32:
+        for k in range(K):
+            vmax[k] = np.inf
     for ch in prange(n_chunks):
         i0 = ch * chunk_rows
         i1 = min(n, i0 + chunk_rows)
-        E = np.empty((R, m), M.dtype)  # float32 for a float32 M (half the L2 traffic)
+        E = np.empty((R, m))
+        S32 = np.empty(EXP_BLOCK if M.itemsize == 4 else 0, np.float32)
         shift = np.empty(nblk)
         s = np.empty(R)
         rr = np.empty(R)
@@ -831,15 +838,15 @@ def log_fused_pass(M, c, loga, v, shift_ok, dv_max, active, n_chunks, chunk_rows
                         ln = min(m, j0 + EXP_BLOCK) - j0
                         for r in range(nr):
                             if rr[r] > -np.inf:
-                                s[r] += _row_exps(M, t0 + r, c, v, V32, vmax, k, rr[r], E, r,
-                                                  j0, ln)
+                                s[r] += _row_exps(M, t0 + r, c, v, V32, vmax, k, rr[r], S32, E,
+                                                  r, j0, ln)
                 for r in range(nr):
                     la = loga[ka, t0 + r]
                     if la == -np.inf:
                         u[k, t0 + r] = -np.inf
                         alpha[r] = 0.0
                         continue
-                    if not s[r] > (ROW_SUM_FLOOR if M.itemsize == 8 else ROW_SUM_FLOOR_F32):
+                    if not s[r] > ROW_SUM_FLOOR:
                         rr[r], s[r] = _online_row_lse(M, t0 + r, c, v, k, E, r, shift)
                     u[k, t0 + r] = la - rr[r] - math.log(s[r])
                     alpha[r] = math.exp(la) / s[r]
@@ -1318,7 +1325,7 @@ def _log_steps_reduced(st, n_steps, active):
     for _ in range(n_steps):
         _log_step_begin(st.v, st.vnext, active, dv_max)
         log_fused_pass(st.M, st.c, st.loga, st.v, st.shift_ok, dv_max, active, st.n_chunks,
-                       st.chunk_rows, st.Q, st.u, st.q)
+                       st.chunk_rows, st.Q, st.u, st.q, False)
         st.shift_ok = True
         st.reduction.col_sum(st.q)
         if _log_step_end(st.logb, st.b, st.q, st.v, st.vnext, active, UNDERFLOW_RTOL):
