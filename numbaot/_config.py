@@ -138,6 +138,13 @@ ROW_SUM_FLOOR = 1e-200
 #: scaled to [0, 1], reg >= 0.02) stay under it.
 LOG_F32_MAX_SCALE = 128.0
 
+#: The float32 lanes above put a floor of about 1e-8 under the marginal error
+#: (measured 4e-9 to 1.5e-8 on 64 x 48 to 2000 x 2000 problems), below POT's
+#: default stopThr of 1e-9 would never be reached: a solve switches to float64
+#: lanes for good once the error is at most this, or falls by less than 10 %
+#: between two checks (``numbaot.cpu.sinkhorn.log_errors``).
+LOG_F32_SWITCH_ERR = 1e-6
+
 #: From this many problems sharing one matrix on, the multiplicative solver
 #: stores its vectors problem-minor (dim, n_hists) and vectorises over the
 #: problems (no per-row horizontal reductions).
@@ -325,11 +332,12 @@ SCAN_SPLIT_MAX_ROWS = 64
 #: CPU: the least work (entries of the (batch, N) input) worth one thread: a
 #: call with less work per thread runs on fewer threads, through
 #: ``_dispatch.threads_at_most``; below this size, unsplit rows run on the
-#: calling thread without a parallel region (``cpu.scan.scan_rows_serial``).  Waking a sleeping worker
-#: costs 0.1-10 ms on a shared VM (docs/performance-notes.md), and a
-#: descheduled one stalls the whole parallel region, while 2^18 float64
-#: entries take about 0.1 ms on one core (the (8192, 16) batch: 51 us on one
-#: thread, 32 us on two with idle cores).  Results do not depend on it.
+#: calling thread without a parallel region (``cpu.scan.scan_rows_serial``).
+#: Waking a sleeping worker costs 0.1-10 ms on a shared VM
+#: (docs/performance-notes.md), and a descheduled one stalls the whole
+#: parallel region, while 2^18 float64 entries take about 0.1 ms on one core
+#: (the (8192, 16) batch: 51 us on one thread, 32 us on two with idle cores).
+#: Results do not depend on it.
 SCAN_MIN_THREAD_WORK = 2**18
 
 #: CPU: block length of the vectorised chunk reduction

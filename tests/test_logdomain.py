@@ -128,3 +128,24 @@ def test_float32_lanes_against_pot(reg):
     assert_close(got, ref, **F32)
     scale = ref + 1e-6 * ref.max()
     assert np.max(np.abs(got - ref) / scale) <= np.max(np.abs(pot32 - ref) / scale)
+
+
+def test_float32_lanes_reach_default_stopThr():
+    """The float32 lanes leave a floor of about 1e-8 under the marginal
+    error; the solver switches to float64 lanes below LOG_F32_SWITCH_ERR, so
+    a float32 problem converges to POT's default stopThr 1e-9 in as many
+    iterations as the float64 one, without a warning (before the switch it
+    ran all 1000 iterations)."""
+    rng = np.random.default_rng(8)
+    n = 256  # weights 1/256 exact in float32: both marginals sum to 1
+    x, y = rng.random((n, 3)), rng.random((n, 3))
+    M = ((x[:, None, :] - y[None, :, :]) ** 2).sum(-1)
+    M /= M.max()
+    a = np.full(n, 1 / n)
+    logs = {}
+    for dt in (np.float64, np.float32):
+        (G, logs[dt]), w = call_recording(numbaot.sinkhorn, a.astype(dt), a.astype(dt),
+                                          M.astype(dt), 0.01, method="sinkhorn_log", log=True)
+        assert w == []
+        assert logs[dt]["err"][-1] < 1e-9
+    assert logs[np.float32]["niter"] == logs[np.float64]["niter"] < 999

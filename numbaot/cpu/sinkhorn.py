@@ -800,9 +800,9 @@ def log_fused_pass(M, c, loga, v, shift_ok, dv_max, active, n_chunks, chunk_rows
     float32 M with ``lanes32``: a row's exponentials run in float32 lanes
     (``_row_exps``) when |r_i| + max_j |v_j| <= ``LOG_F32_MAX_SCALE`` (the
     argument's float32 error then stays below 2.3e-5 absolute); sums and
-    accumulators stay float64.  The distributed solver passes
-    ``lanes32=False``: float64 arithmetic, so that its float32 plans equal
-    the single-process small path's to 1e-10 (tests/test_distributed.py).
+    accumulators stay float64.  The solver turns them off once the marginal
+    error falls to ``LOG_F32_SWITCH_ERR`` (``log_errors``), and never uses
+    them in a distributed solve (``_log_steps_reduced``).
     """
     n, m = M.shape
     K = v.shape[0]
@@ -981,7 +981,7 @@ def _log_redo_columns(M, c, U, LB, BB, QQ, VN, active, n_chunks, chunk_rows, tin
 
 @njit(**_SER)
 def log_run(M, c, loga, logb, b, u, v, vnext, shift_ok, active, n_chunks,
-              chunk_rows, Q, q, n_steps, tiny):
+              chunk_rows, Q, q, n_steps, tiny, lanes32):
     """Run ``n_steps`` log-domain Sinkhorn iterations (POT order) in place.
 
     State on entry: (u, v) after the previous iteration and
@@ -990,13 +990,14 @@ def log_run(M, c, loga, logb, b, u, v, vnext, shift_ok, active, n_chunks,
     u = loga - LSE_j(c M_ij + v_j), q = column sums of the plan (u, v) and
     vnext = log b - log q + v.  Columns where q underflowed (q <= tiny * b)
     are recomputed with ``log_col_lse``.  Inactive problems are untouched.
-    Arrays are problem-major (n_hists, dim).  Returns the updated ``shift_ok``.
+    Arrays are problem-major (n_hists, dim).  ``lanes32``: float32 lanes for
+    a float32 M (``log_fused_pass``).  Returns the updated ``shift_ok``.
     """
     dv_max = np.zeros(v.shape[0])
     for s in range(n_steps):
         _log_step_begin(v, vnext, active, dv_max)
         log_fused_pass(M, c, loga, v, shift_ok, dv_max, active, n_chunks,
-                       chunk_rows, Q, u, q)
+                       chunk_rows, Q, u, q, lanes32)
         shift_ok = True
         if _log_step_end(logb, b, q, v, vnext, active, tiny):
             _log_redo_columns(M, c, u, logb, b, q, vnext, active, n_chunks,
@@ -1282,6 +1283,11 @@ class LogState:
         # (``_log_prepare``) or by the small-problem run, which forms it itself
         self.prepared = False
         self.shift_ok = False
+        # float32 lanes for a float32 M (``log_fused_pass``), until
+        # ``log_errors`` switches them off; never in a distributed solve,
+        # whose float32 plans must equal the single-process small path's
+        self.lanes32 = M.dtype == np.float32 and reduction is None
+        self.last_err = np.inf
 
 
 def _log_prepare(st):
@@ -1342,9 +1348,14 @@ def log_steps(st, n_steps, active):
     if st.reduction is not None:
         _log_steps_reduced(st, n_steps, active)
         return
-    run = log_run_pm if st.pm else log_run
-    st.shift_ok = run(st.M, st.c, st.loga, st.logb, st.b, st.u, st.v, st.vnext, st.shift_ok,
-                      active, st.n_chunks, st.chunk_rows, st.Q, st.q, n_steps, UNDERFLOW_RTOL)
+    if st.pm:
+        st.shift_ok = log_run_pm(st.M, st.c, st.loga, st.logb, st.b, st.u, st.v, st.vnext,
+                                 st.shift_ok, active, st.n_chunks, st.chunk_rows, st.Q, st.q,
+                                 n_steps, UNDERFLOW_RTOL)
+    else:
+        st.shift_ok = log_run(st.M, st.c, st.loga, st.logb, st.b, st.u, st.v, st.vnext,
+                              st.shift_ok, active, st.n_chunks, st.chunk_rows, st.Q, st.q,
+                              n_steps, UNDERFLOW_RTOL, st.lanes32)
 
 
 def log_solve_small(st, numItermax, stopThr):
@@ -1379,7 +1390,17 @@ def log_errors(st):
         return np.array([st.reduction.agree(float(np.linalg.norm(st.q[0] - st.b[0])))])
     if st.pm:
         return np.linalg.norm(st.q.T - st.b.T, axis=1)
-    return np.linalg.norm(st.q - st.b, axis=1)
+    errs = np.linalg.norm(st.q - st.b, axis=1)
+    if st.lanes32:
+        # float32 lanes until the error falls to LOG_F32_SWITCH_ERR or stops
+        # falling (their rounding puts a floor of about 1e-8 under it), float64
+        # lanes after that, so that POT's stopThr (1e-9 by default) is reached
+        # as with float64 arithmetic
+        e = float(np.max(errs)) if errs.size else 0.0
+        if not (e > _config.LOG_F32_SWITCH_ERR and e < 0.9 * st.last_err):
+            st.lanes32 = False
+        st.last_err = e
+    return errs
 
 
 def log_potentials(st):
