@@ -31,15 +31,24 @@ from .._config import JIT_OPTIONS
 _INL = dict(JIT_OPTIONS, inline="always")
 
 
-@intrinsic
-def _bits_to_float64(typingctx, bits):
-    """Reinterpret the 64 bits of an int64 as a float64 (no conversion)."""
-    sig = types.float64(types.int64)
+def _bitcast(src, dst, llvm_type):
+    """An intrinsic reinterpreting the bits of a ``src`` value as a ``dst``
+    value of the same width (no conversion)."""
 
-    def codegen(context, builder, signature, args):
-        return builder.bitcast(args[0], ir.DoubleType())
+    @intrinsic
+    def bitcast(typingctx, x):
+        def codegen(context, builder, signature, args):
+            return builder.bitcast(args[0], llvm_type)
 
-    return sig, codegen
+        return dst(src), codegen
+
+    return bitcast
+
+
+_bits_to_float64 = _bitcast(types.int64, types.float64, ir.DoubleType())
+_float64_to_bits = _bitcast(types.float64, types.int64, ir.IntType(64))
+_bits_to_float32 = _bitcast(types.int32, types.float32, ir.FloatType())
+_float32_to_bits = _bitcast(types.float32, types.int32, ir.IntType(32))
 
 
 _LOG2E = 1.4426950408889634
@@ -107,17 +116,6 @@ def fast_exp_ftz(x):
     return res if x >= _FTZ_LO else 0.0
 
 
-@intrinsic
-def _float64_to_bits(typingctx, x):
-    """Reinterpret the 64 bits of a float64 as an int64 (no conversion)."""
-    sig = types.int64(types.float64)
-
-    def codegen(context, builder, signature, args):
-        return builder.bitcast(args[0], ir.IntType(64))
-
-    return sig, codegen
-
-
 _LN2_HI = 6.93147180369123816490e-01
 _LN2_LO = 1.90821492927058770002e-10
 _SQRT2 = 1.4142135623730951
@@ -153,28 +151,6 @@ def fast_log(x):
 # --------------------------------------------------------------------------
 # float32 lanes
 # --------------------------------------------------------------------------
-@intrinsic
-def _float32_to_bits(typingctx, x):
-    """Reinterpret the 32 bits of a float32 as an int32 (no conversion)."""
-    sig = types.int32(types.float32)
-
-    def codegen(context, builder, signature, args):
-        return builder.bitcast(args[0], ir.IntType(32))
-
-    return sig, codegen
-
-
-@intrinsic
-def _bits_to_float32(typingctx, bits):
-    """Reinterpret the 32 bits of an int32 as a float32 (no conversion)."""
-    sig = types.float32(types.int32)
-
-    def codegen(context, builder, signature, args):
-        return builder.bitcast(args[0], ir.FloatType())
-
-    return sig, codegen
-
-
 #: float32 constants (typed float32 where the kernels use them): ln 2 split
 #: for Cody-Waite (_F32_LN2_HI has 16 significant bits: k * _F32_LN2_HI is
 #: exact for |k| < 256), 2^23 + 127 (the float32 magic number), the flush
