@@ -81,16 +81,37 @@ COL_BLOCK = 512
 #: exponentials, not by reloading v (measured 8-13 % faster than COL_BLOCK).
 EXP_BLOCK = 4096
 
-#: Rows per tile in the fused row passes: the tile's rows are re-read from L2
-#: (never from memory) by the column-accumulation pass.
-ROW_TILE = 8
+def _vector_registers():
+    """SIMD registers of the code Numba generates: 32 where it targets
+    AVX-512 (the host's features, or ``NUMBA_CPU_FEATURES``), else 16 (AVX2,
+    and any named ``NUMBA_CPU_NAME`` target without explicit features)."""
+    feats = os.environ.get("NUMBA_CPU_FEATURES")
+    if feats is not None:
+        return 32 if "+avx512f" in feats else 16
+    if os.environ.get("NUMBA_CPU_NAME"):
+        return 16
+    try:
+        from llvmlite import binding
+        return 32 if binding.get_host_cpu_features().get("avx512f", False) else 16
+    except Exception:  # pragma: no cover - llvmlite without the query
+        return 16
+
+
+#: Rows per tile in the fused row passes (the tile's rows are re-read from L2,
+#: never from memory, by the column-accumulation pass) and of the register
+#: blocking of ``cpu.sinkhorn.dot_rows``: one row accumulator per row, each
+#: unrolled over two vectors.  Eight rows need more than AVX2's 16 vector
+#: registers (spills): on the Zen 3 VM (AVX2) four-row groups made the
+#: balanced blocked pass 15-25 % faster than eight (2 threads, 512^2-2048^2,
+#: 2026-11-28, BENCHMARKS.md); eight stay where AVX-512 gives 32 registers.
+ROW_TILE = 8 if _vector_registers() >= 32 else 4
 
 #: Upper bound (bytes) of one tile of rows (ROW_TILE x dim_b float64): wide
 #: matrices use fewer rows per tile.
 TILE_BYTES = 512 * 1024
 
 #: Unbalanced multiplicative pass (``numbaot.cpu.unbalanced.uot_fused_pass``):
-#: upper bound (bytes) of one tile of 8 (else 4, 2, 1) rows of K, in K's own
+#: upper bound (bytes) of one tile of ROW_TILE rows (else half as many) of K, in K's own
 #: dtype.  The tile is re-read from L2 (1 MiB per core here) by the column
 #: sweep; 768 KiB keeps 8 rows of the 1024 x 10240 float64 case (640 KiB).
 UOT_TILE_BYTES = 768 * 1024

@@ -501,8 +501,9 @@ def knopp_fused_pass(Kmat, a, v, n_chunks, chunk_rows, Q, u, q):
     COL_BLOCK, so that the block of v (first pass) and of the column
     accumulators (second pass) stays in L1 while a tile's rows stream through;
     the second pass re-reads the tile from L2, never from memory.  Both passes
-    work on groups of eight (then four) rows, so each load of v and each
-    load/store of an accumulator serves the whole group.
+    work on groups of ROW_TILE (8 or 4) rows, so each load of v and each
+    load/store of an accumulator serves the whole group; a chunk's first tile
+    stores its accumulators (no zeroing pass).
     """
     n, m = Kmat.shape
     K = v.shape[0]
@@ -512,7 +513,8 @@ def knopp_fused_pass(Kmat, a, v, n_chunks, chunk_rows, Q, u, q):
         i0 = ch * chunk_rows
         i1 = min(n, i0 + chunk_rows)
         Qc = Q[ch]
-        Qc[:, :] = 0.0
+        if i1 <= i0:
+            Qc[:, :] = 0.0
         s = np.empty(R)
         w = np.empty(R)
         for t0 in range(i0, i1, R):
@@ -526,7 +528,8 @@ def knopp_fused_pass(Kmat, a, v, n_chunks, chunk_rows, Q, u, q):
                     w[r] = aki / s[r]
                     u[k, t0 + r] = w[r]
                 for j0 in range(0, m, COL_BLOCK):
-                    axpy_rows(w, Kmat, t0, nr, Qc, k, j0, min(m, j0 + COL_BLOCK) - j0)
+                    axpy_rows(w, Kmat, t0, nr, Qc, k, j0, min(m, j0 + COL_BLOCK) - j0,
+                              t0 == i0)
     merge_chunks(Q, np.ones(K, dtype=np.bool_), q)
 
 

@@ -46,6 +46,7 @@ from numba import njit, prange
 from .. import _config
 from .._config import (
     JIT_OPTIONS,
+    ROW_TILE,
     UOT_LANE_MAX,
     UOT_LANE_MIN,
     UOT_LANE_SUM_MAX,
@@ -151,9 +152,9 @@ def _pow(x, e):
 
 @njit(**_SER)
 def _uot_tile_rows(m, itemsize):
-    """Rows per tile for rows of ``m`` entries of ``itemsize`` bytes: 8, 4, 2
-    or 1, the most that fit UOT_TILE_BYTES."""
-    R = 8
+    """Rows per tile for rows of ``m`` entries of ``itemsize`` bytes:
+    ROW_TILE (8 or 4), then halved until the tile fits UOT_TILE_BYTES."""
+    R = ROW_TILE
     while R > 1 and R * m * itemsize > UOT_TILE_BYTES:
         R //= 2
     return R
