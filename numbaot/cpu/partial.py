@@ -118,7 +118,7 @@ def partial_fused_pass(K0, a, v, sp, n_chunks, chunk_rows, Q, u, q):
     chunks' column accumulators.  Tiles of rows (register-blocked dot
     products against a block of v held in L1), then the same tile re-read
     from L2 for the column accumulation (``numbaot.cpu.sinkhorn``'s row
-    helpers).
+    helpers; a chunk's first tile stores its accumulators).
     """
     n, m = K0.shape
     R = _rows_per_tile(m)
@@ -126,7 +126,8 @@ def partial_fused_pass(K0, a, v, sp, n_chunks, chunk_rows, Q, u, q):
         i0 = ch * chunk_rows
         i1 = min(n, i0 + chunk_rows)
         Qc = Q[ch]
-        Qc[:, :] = 0.0
+        if i1 <= i0:
+            Qc[:, :] = 0.0
         s = np.empty(R)
         w = np.empty(R)
         for t0 in range(i0, i1, R):
@@ -139,7 +140,8 @@ def partial_fused_pass(K0, a, v, sp, n_chunks, chunk_rows, Q, u, q):
                 w[r] = x
                 u[t0 + r] = x
             for j0 in range(0, m, COL_BLOCK):
-                axpy_rows(w, K0, t0, nr, Qc, 0, j0, min(m, j0 + COL_BLOCK) - j0)
+                axpy_rows(w, K0, t0, nr, Qc, 0, j0, min(m, j0 + COL_BLOCK) - j0,
+                          t0 == i0)
     merge_chunks(Q, np.ones(1, dtype=np.bool_), q)
 
 
@@ -210,7 +212,8 @@ def partial_fused_err_pass(K0, a, v, s, vpp, upp, spp, n_chunks, chunk_rows, Q, 
         i0 = ch * chunk_rows
         i1 = min(n, i0 + chunk_rows)
         Qc = Q[ch]
-        Qc[:, :] = 0.0
+        if i1 <= i0:
+            Qc[:, :] = 0.0
         rs = np.empty(R)
         w = np.empty(R)
         acc = 0.0
@@ -232,7 +235,8 @@ def partial_fused_err_pass(K0, a, v, s, vpp, upp, spp, n_chunks, chunk_rows, Q, 
                 w[r] = x
                 u[i] = x
             for j0 in range(0, m, COL_BLOCK):
-                axpy_rows(w, K0, t0, nr, Qc, 0, j0, min(m, j0 + COL_BLOCK) - j0)
+                axpy_rows(w, K0, t0, nr, Qc, 0, j0, min(m, j0 + COL_BLOCK) - j0,
+                          t0 == i0)
         part[ch] = acc
     merge_chunks(Q, np.ones(1, dtype=np.bool_), q)
     tot = 0.0
