@@ -277,10 +277,11 @@ def _kernels():
         for t in prange(nchunks):
             lo = t * n // nchunks
             hi = (t + 1) * n // nchunks
-            s = x[0] - x[0]
+            xs = x[lo:hi]  # a view from 0: a loop from a signed, non-constant
+            s = x[0] - x[0]  # start keeps Numba's wrap-around and does not vectorise
             for _ in range(reps):
-                for i in range(lo, hi):
-                    s += x[i]
+                for i in range(xs.size):
+                    s += xs[i]
             out[t] = s
         return out.sum()
 
@@ -299,10 +300,11 @@ def _kernels():
         for t in prange(nchunks):
             lo = t * n // nchunks
             hi = (t + 1) * n // nchunks
+            xs = x[lo:hi]  # (see read_par)
             s = 0.0
             for _ in range(reps):
-                for i in range(lo, hi):
-                    s += vexp(np.float64(x[i]) * scale)
+                for i in range(xs.size):
+                    s += vexp(np.float64(xs[i]) * scale)
             out[t] = s
         return out.sum()
 
