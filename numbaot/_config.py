@@ -423,6 +423,15 @@ STABILIZED_SERIAL_MAX_ENTRIES = 1 << 17
 #: full iteration per stage and buys less than a smaller ``scaling`` with one.
 EPS_SCALING_STAGE_ITERS = 1
 
+#: ``solve_sample(method='geomloss_multiscale')``: voxel side of the coarse
+#: clouds, GeomLoss's default ``cluster_scale`` = diameter / (sqrt(D)
+#: MULTISCALE_CLUSTERS ** (1 / D)) (about this many voxels in the bounding box
+#: of the data).  On bench_eps_scaling.py's clouds (10^4 points in 3-D, side
+#: 0.079 here) voxels of side 0.1 reached an error of 2e-4 in 0.21-0.33 s,
+#: 0.2 in 0.23-0.48 s and 0.05 in 0.36-0.67 s (eps 0.05 and 0.01, 2026-11-28,
+#: BENCHMARKS.md).
+MULTISCALE_CLUSTERS = 2000
+
 #: ``method='geomloss_auto'`` (and ``'geomloss'`` with ``lazy=None``) in
 #: ``numbaot.solve_sample``: the dense cost matrix ('geomloss_tensorized') up
 #: to this many entries n_samples_a x n_samples_b (64 MiB in float64), costs

@@ -12,7 +12,9 @@ With ``scaling`` (epsilon scaling, :func:`lazy_anneal`), the iterations at
 the target reg are preceded by one annealing stage per temperature of the
 schedule :func:`eps_schedule` (from the diameter of the data down to reg),
 each warm-started from the previous stage's dual potentials, on the same
-launchers.
+launchers.  With ``multiscale`` (:func:`multiscale_anneal`, GeomLoss's
+coarse-to-fine scheme without kernel truncation) the stages hotter than the
+voxel scale run on the voxel centroids of both clouds.
 
 Shared by ``numbaot.bregman`` (the empirical calls), ``numbaot.gradients``
 (point-cloud values and gradients) and ``numbaot.distributed`` (which takes
@@ -25,13 +27,13 @@ import warnings
 import numpy as np
 
 from . import _checks, _dispatch, _loops
-from ._config import EPS_SCALING_STAGE_ITERS
+from ._config import EPS_SCALING_STAGE_ITERS, MULTISCALE_CLUSTERS
 from .cpu import empirical as cpu_empirical
 
 __all__ = ["LAZY_METRICS", "LazyPlan", "backend", "check_batch_size", "check_clouds",
-           "check_point_scale", "check_points", "check_scaling", "eps_schedule", "lazy_anneal",
-           "lazy_loop", "lazy_setup", "lazy_solve", "max_diameter", "row_marginal_l1",
-           "set_temperature"]
+           "check_point_scale", "check_points", "check_scaling", "cluster_scale",
+           "eps_schedule", "lazy_anneal", "lazy_loop", "lazy_setup", "lazy_solve", "max_diameter",
+           "multiscale_anneal", "row_marginal_l1", "set_temperature", "voxel_clusters"]
 
 #: the costs the lazy kernels recompute, by their kernel code
 LAZY_METRICS = {"sqeuclidean": 0, "euclidean": 1}
@@ -237,6 +239,89 @@ def lazy_anneal(be, st, log_a, log_b, schedule, reg, stage_iters=None):
     return len(schedule) * stage_iters
 
 
+def cluster_scale(Xs, Xt):
+    """GeomLoss's default voxel side of the multiscale scheme: diameter /
+    (sqrt(d) MULTISCALE_CLUSTERS ** (1 / d)), ``_config.MULTISCALE_CLUSTERS``
+    voxels in the bounding box of both clouds (d: the point dimension)."""
+    d = Xs.shape[1]
+    return max_diameter(Xs, Xt) / (np.sqrt(d) * MULTISCALE_CLUSTERS ** (1.0 / d))
+
+
+def voxel_clusters(X, w, h):
+    """The clouds' coarse version: X (n, d) float64 with weights w (n,) >= 0,
+    grouped by voxels of side h > 0 (point i in voxel floor(X_i / h)).
+    Returns the weighted centroids (k, d) and masses (k,) of the k voxels of
+    positive mass (a voxel of zero mass has no part in the coarse problem),
+    float64, voxels in lexicographic order of their integer coordinates."""
+    cells = np.floor(X / h)
+    cells -= cells.min(axis=0) if len(X) else 0.0
+    extent = cells.max(axis=0) + 1.0 if len(X) else np.ones(X.shape[1])
+    if np.prod(extent) < 2.0 ** 62:  # one int64 key per voxel (C order = lexicographic)
+        key = np.ravel_multi_index(tuple(cells.T.astype(np.int64)), extent.astype(np.int64))
+        _, label = np.unique(key, return_inverse=True)
+    else:  # too many voxels in the bounding box for one key: rows as keys (slower)
+        _, label = np.unique(cells, axis=0, return_inverse=True)
+    label = label.ravel()
+    mass = np.bincount(label, weights=w)
+    keep = mass > 0
+    centroid = np.empty((mass.size, X.shape[1]))
+    for k in range(X.shape[1]):
+        centroid[:, k] = np.bincount(label, weights=w * X[:, k], minlength=mass.size)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        centroid /= mass[:, None]
+    return np.ascontiguousarray(centroid[keep]), mass[keep]
+
+
+def _soft_c_transform(be, pb, Ys, Yt, log_w, h, eps):
+    """log_w - LSE_j (h_j - cost(y_i, t_j) / eps) for the points Ys (n, d)
+    against the points Yt (k, d) with log-scalings h (k,): one half-step of
+    Sinkhorn onto another cloud (Feydy 2020, sec. 3.3.3: the coarse dual
+    potentials extrapolated to the fine points), on the launchers of ``be``;
+    -inf at zero weights.  Host float64 (n,)."""
+    st = be.LazyState(Ys, Yt, log_w, np.zeros(Yt.shape[0]), np.zeros(Ys.shape[0]), h,
+                      -1.0 / eps, LAZY_METRICS[pb.metric], pb.dtype)
+    lse = np.asarray(_dispatch.to_host(be.lazy_row_lse(st)[1]), dtype=np.float64)
+    with np.errstate(invalid="ignore"):
+        return np.where(np.isneginf(log_w), -np.inf, log_w - lse)
+
+
+def multiscale_anneal(pb, stage_iters=None):
+    """GeomLoss's multiscale epsilon scaling (Feydy 2020, Alg. 3.6, without
+    kernel truncation) on the problem ``pb`` (:func:`lazy_setup` with
+    ``scaling``): both clouds grouped by voxels of side h =
+    :func:`cluster_scale`; the temperatures of ``pb.schedule`` above h**p
+    (p = 2 for 'sqeuclidean', 1 for 'euclidean') run on the voxel centroids
+    with the voxels' masses; then the coarse log-scalings are extrapolated to
+    the points by one soft c-transform each way (:func:`_soft_c_transform`,
+    at the first temperature at or below h**p) and the remaining stages run
+    on the points (:func:`lazy_anneal`), which leaves ``pb.st`` at reg.
+
+    Returns (iterations on the centroids, iterations on the points, (k_a,
+    k_b) voxels of positive mass)."""
+    stage_iters = EPS_SCALING_STAGE_ITERS if stage_iters is None else stage_iters
+    p = 2 if pb.metric == "sqeuclidean" else 1
+    h = cluster_scale(pb.Xs, pb.Xt)
+    coarse = [e for e in pb.schedule if e > h ** p]
+    fine = [e for e in pb.schedule if e <= h ** p]
+    be, st = pb.be, pb.st
+    if not coarse:  # the voxels are as coarse as the hottest temperature: no coarse stage
+        return 0, lazy_anneal(be, st, pb.log_a, pb.log_b, fine, pb.reg, stage_iters), (0, 0)
+    Xc, A = voxel_clusters(pb.Xs, pb.a, h)
+    Yc, B = voxel_clusters(pb.Xt, pb.b, h)
+    log_A, log_B = np.log(A), np.log(B)
+    eps_f = fine[0] if fine else pb.reg
+    cst = be.LazyState(Xc, Yc, log_A, log_B, np.zeros(A.size), np.zeros(B.size),
+                       -1.0 / coarse[0], LAZY_METRICS[pb.metric], pb.dtype)
+    n_coarse = lazy_anneal(be, cst, log_A, log_B, coarse, eps_f, stage_iters)
+    fc, gc = (np.asarray(_dispatch.to_host(x), dtype=np.float64)
+              for x in be.lazy_potentials(cst))
+    _store(st, "f", _soft_c_transform(be, pb, pb.Xs, Yc, pb.log_a, gc, eps_f))
+    _store(st, "g", _soft_c_transform(be, pb, pb.Xt, Xc, pb.log_b, fc, eps_f))
+    st.c = -1.0 / eps_f
+    n_fine = lazy_anneal(be, st, pb.log_a, pb.log_b, fine, pb.reg, stage_iters) if fine else 0
+    return n_coarse, n_fine, (A.size, B.size)
+
+
 class LazyPlan:
     """The entropic plan exp(f_i + g_j - cost(x_i, y_j) / reg), never stored:
     indexing computes the entries asked for, as POT's ``LazyTensor`` from
@@ -395,7 +480,7 @@ def lazy_setup(X_s, X_t, reg, a, b, metric, numIterMax, stopThr, batchSize, warm
 
 
 def lazy_solve(X_s, X_t, reg, a, b, metric, numIterMax, stopThr, batchSize, verbose, log, warn,
-               warmstart, device=None, scaling=None, problem=False):
+               warmstart, device=None, scaling=None, problem=False, multiscale=False):
     """Validate a point-cloud problem and run POT's lazy loop, step for step.
 
     Arguments as ``numbaot.bregman.empirical_sinkhorn(isLazy=True)``.
@@ -413,7 +498,11 @@ def lazy_solve(X_s, X_t, reg, a, b, metric, numIterMax, stopThr, batchSize, verb
     ``warmstart`` replaces the annealing (it starts at reg).  The log then also has
     'eps_schedule' (the annealing temperatures), 'niter_scaling' (the
     iterations made at them) and 'niter_total' (every iteration, annealing
-    included; POT's 'niter' is the index of the last one at reg).
+    included; POT's 'niter' is the index of the last one at reg).  With
+    ``multiscale`` (and ``scaling``) the annealing is
+    :func:`multiscale_anneal`'s, and the log also has 'niter_coarse' (the
+    iterations on the voxel centroids, counted in 'niter_scaling') and
+    'n_clusters' (the voxels of positive mass of each cloud).
 
     Returns
     -------
@@ -426,8 +515,12 @@ def lazy_solve(X_s, X_t, reg, a, b, metric, numIterMax, stopThr, batchSize, verb
     pb, numIterMax, stopThr = lazy_setup(X_s, X_t, reg, a, b, metric, numIterMax, stopThr,
                                          batchSize, warmstart, device, scaling)
     be, st, a, dtype = pb.be, pb.st, pb.a, pb.dtype
-    n_anneal = 0
-    if pb.schedule:
+    n_anneal = n_coarse = 0
+    n_clusters = (0, 0)
+    if pb.schedule and multiscale:
+        n_coarse, n_fine, n_clusters = multiscale_anneal(pb)
+        n_anneal = n_coarse + n_fine
+    elif pb.schedule:
         n_anneal = lazy_anneal(be, st, pb.log_a, pb.log_b, pb.schedule, pb.reg)
     errs, i_ot = lazy_loop(lambda n_steps: be.lazy_steps(st, n_steps),
                            lambda: row_marginal_l1(*be.lazy_row_lse(st), a),
@@ -442,4 +535,6 @@ def lazy_solve(X_s, X_t, reg, a, b, metric, numIterMax, stopThr, batchSize, verb
             n_final = 0 if numIterMax == 0 else i_ot + 1
             lg.update(eps_schedule=pb.schedule, niter_scaling=n_anneal,
                       niter_total=n_anneal + n_final)
+            if multiscale:
+                lg.update(niter_coarse=n_coarse, n_clusters=n_clusters)
     return f_out, g_out, lg, be, (pb if problem else st)

@@ -153,9 +153,75 @@ def test_small_reg_fewer_iterations():
 
 
 # --------------------------------------------------------------------------
+# multiscale: the hot stages on voxel centroids
+# --------------------------------------------------------------------------
+def _blobs(n, d, n_blobs, seed, spread=1e-3):
+    """n points in n_blobs tight blobs (radius ~spread) spread over [0, 1]^d:
+    each blob falls in one or two voxels of the default cluster scale, so the
+    coarse clouds are much smaller than the points."""
+    rng = np.random.default_rng(seed)
+    centres = rng.random((n_blobs, d))
+    return centres[rng.integers(0, n_blobs, n)] + spread * rng.random((n, d))
+
+
+@pytest.mark.parametrize("d,reg", [(2, 0.5), (2, 0.02), (3, 0.001)])
+def test_multiscale_matches_pot_lazy(d, reg):
+    """'geomloss_multiscale' changes the path, not the answer: value_linear,
+    potentials and plan of POT's lazy / dense solvers at reg, after stages on
+    the voxel centroids (fewer than the points); in 3-D at reg 0.001 four
+    stages (eps <= h**2 = 0.0038) run on the points after the extrapolation."""
+    n, m = 60, 45
+    X, Y = _blobs(n, d, 6, seed=11), _blobs(m, d, 5, seed=12) * 0.8 + 0.1
+    res_pot = ot.solve_sample(X, Y, reg=reg, lazy=True, tol=TIGHT, max_iter=100000)
+    res_dense = ot.solve_sample(X, Y, reg=reg, tol=TIGHT, max_iter=100000)
+    res = numbaot.solve_sample(X, Y, reg=reg, method="geomloss_multiscale", scaling=0.7,
+                               tol=TIGHT, max_iter=100000)
+    np.testing.assert_allclose(res.value_linear, res_pot.value_linear, **F64)
+    np.testing.assert_allclose(res.value, res_dense.value, **F64)
+    F, G = _centred(*res.potentials)
+    Fp, Gp = _centred(*_pot_potentials(res_pot, n, m, reg))
+    np.testing.assert_allclose(F, Fp, rtol=0, atol=1e-9)
+    np.testing.assert_allclose(G, Gp, rtol=0, atol=1e-9)
+    np.testing.assert_allclose(res.lazy_plan[:, :], res_dense.plan, rtol=1e-7, atol=1e-12)
+    lg = res.log
+    ka, kb = lg["n_clusters"]
+    assert 6 <= ka < n and 5 <= kb < m, lg["n_clusters"]
+    h2 = (_lazy.max_diameter(X, Y) / (np.sqrt(d) * 2000 ** (1 / d))) ** 2
+    assert lg["niter_coarse"] == sum(e > h2 for e in lg["eps_schedule"]) > 0
+    if d == 3:
+        assert lg["niter_scaling"] > lg["niter_coarse"]
+    assert lg["niter_scaling"] == len(lg["eps_schedule"])
+    assert lg["niter_total"] == lg["niter_scaling"] + lg["niter"] + 1
+
+
+@pytest.mark.parametrize("d", [3, 40])
+def test_voxel_clusters_against_a_loop(d):
+    """Centroids and masses of the voxels of positive mass, against a dict of
+    voxels built point by point; a voxel whose points all have zero weight
+    is left out.  (In 40-D the bounding box holds more voxels than one int64
+    key can number: the rows-as-keys path.)"""
+    rng = np.random.default_rng(4)
+    X = rng.random((200, d)) * 2.0 - 0.5
+    w = rng.random(200)
+    h = 0.37
+    key = [tuple(np.floor(x / h).astype(int)) for x in X]
+    w[[i for i, k in enumerate(key) if k == key[0]]] = 0.0  # one voxel without mass
+    groups = {}
+    for i, k in enumerate(key):
+        groups.setdefault(k, []).append(i)
+    C, A = _lazy.voxel_clusters(X, w, h)
+    expect = sorted((k, w[idx].sum(), (w[idx, None] * X[idx]).sum(0) / w[idx].sum())
+                    for k, idx in groups.items() if w[idx].sum() > 0)
+    assert len(A) == len(expect) == len(groups) - 1
+    np.testing.assert_allclose(A, [e[1] for e in expect], rtol=1e-14)
+    np.testing.assert_allclose(C, np.array([e[2] for e in expect]), rtol=1e-13)
+
+
+# --------------------------------------------------------------------------
 # dtypes, weights, debias, backend choice
 # --------------------------------------------------------------------------
-@pytest.mark.parametrize("method", ["geomloss_online", "geomloss_tensorized"])
+@pytest.mark.parametrize("method", ["geomloss_online", "geomloss_tensorized",
+                                    "geomloss_multiscale"])
 def test_float32(method):
     X, Y = _clouds(30, 22, 3, seed=7)
     r64 = numbaot.solve_sample(X, Y, reg=0.05, method=method, tol=1e-10, max_iter=100000)
@@ -179,7 +245,7 @@ def test_weights_and_zero_weights():
     a, b = a / a.sum(), b / b.sum()
     ref = ot.bregman.empirical_sinkhorn2(X, Y, 0.1, a, b, isLazy=True, stopThr=TIGHT,
                                          numIterMax=100000)
-    for method in ("geomloss_online", "geomloss_tensorized"):
+    for method in ("geomloss_online", "geomloss_tensorized", "geomloss_multiscale"):
         res = numbaot.solve_sample(X, Y, a, b, reg=0.1, method=method, scaling=0.5, tol=TIGHT,
                                    max_iter=100000)
         np.testing.assert_allclose(res.value_linear, ref, **F64)
@@ -262,7 +328,7 @@ def test_bad_scaling_lazy_keyword():
 
 
 @pytest.mark.parametrize("method", ["geomloss", "geomloss_online", "geomloss_tensorized",
-                                    "geomloss_auto"])
+                                    "geomloss_auto", "geomloss_multiscale"])
 def test_dimension_mismatch(method):
     X, _ = _clouds(5, 6, 2)
     Y = np.random.default_rng(0).random((6, 3))
@@ -272,8 +338,6 @@ def test_dimension_mismatch(method):
 
 def test_not_implemented_cases():
     X, Y = _clouds(5, 6, 2)
-    with pytest.raises(NotImplementedError, match="multiscale"):
-        numbaot.solve_sample(X, Y, reg=0.1, method="geomloss_multiscale")
     with pytest.raises(NotImplementedError, match="Exact OT"):
         numbaot.solve_sample(X, Y, method="geomloss_online")
     with pytest.raises(NotImplementedError, match="Unbalanced"):
@@ -287,6 +351,25 @@ def test_not_implemented_cases():
 # --------------------------------------------------------------------------
 # devices
 # --------------------------------------------------------------------------
+@pytest.mark.parametrize("device", ["cpu", "cuda"], indirect=True)
+def test_multiscale_on_device(device):
+    """The coarse stages, the extrapolation (a soft c-transform onto the
+    centroids) and the fine stages on the device's launchers: the value and
+    potentials of the CPU run (small: the simulator)."""
+    X, Y = _blobs(12, 2, 3, seed=13), _blobs(9, 2, 2, seed=14)
+    kw = dict(reg=0.2, method="geomloss_multiscale", scaling=0.3, tol=1e-3, max_iter=3)
+    ref = numbaot.solve_sample(X, Y, **kw)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        res = numbaot.solve_sample(device.put(X), device.put(Y), **kw)
+    F = device.get(res.potentials[0])
+    assert res.log["niter_coarse"] == ref.log["niter_coarse"] > 0
+    assert res.log["n_clusters"] == ref.log["n_clusters"]
+    np.testing.assert_allclose(float(res.value), float(ref.value), rtol=1e-6)
+    np.testing.assert_allclose(F - F.mean(), ref.potentials[0] - ref.potentials[0].mean(),
+                               atol=1e-6)
+
+
 @pytest.mark.parametrize("device", ["cpu", "cuda"], indirect=True)
 def test_online_on_device(device):
     """The annealing runs on the device's launchers (the temperature changes

@@ -419,7 +419,6 @@ def test_solve_not_implemented_names_pot(kw, pot_call):
 
 
 @pytest.mark.parametrize("kw,pot_call", [
-    (dict(reg=0.1, method="geomloss_multiscale"), "method='geomloss_multiscale'"),
     (dict(reg=0.1, method="1d"), "wasserstein_1d"),
     (dict(reg=0.1, method="lowrank"), "lowrank_sinkhorn"),
     (dict(reg=0.1, method="nystroem"), "empirical_sinkhorn_nystroem2"),
