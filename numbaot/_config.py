@@ -426,10 +426,11 @@ EPS_SCALING_STAGE_ITERS = 1
 #: ``solve_sample(method='geomloss_multiscale')``: voxel side of the coarse
 #: clouds, GeomLoss's default ``cluster_scale`` = diameter / (sqrt(D)
 #: MULTISCALE_CLUSTERS ** (1 / D)) (about this many voxels in the bounding box
-#: of the data).  On bench_eps_scaling.py's clouds (10^4 points in 3-D, side
-#: 0.079 here) voxels of side 0.1 reached an error of 2e-4 in 0.21-0.33 s,
-#: 0.2 in 0.23-0.48 s and 0.05 in 0.36-0.67 s (eps 0.05 and 0.01, 2026-11-28,
-#: BENCHMARKS.md).
+#: of the data).  On bench_eps_scaling.py's clouds (10^4 points in 3-D; side
+#: 0.079 by this rule) a prototype of the scheme with fixed sides reached an
+#: error of 2e-4 in 0.21-0.33 s with side 0.1, 0.23-0.48 s with 0.2 and
+#: 0.36-0.67 s with 0.05 (eps 0.05 and 0.01, scaling 0.25-0.7, 2026-11-28);
+#: the rule's side, BENCHMARKS.md: 0.23-0.30 s.
 MULTISCALE_CLUSTERS = 2000
 
 #: ``method='geomloss_auto'`` (and ``'geomloss'`` with ``lazy=None``) in

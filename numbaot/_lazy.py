@@ -275,8 +275,9 @@ def voxel_clusters(X, w, h):
 def _soft_c_transform(be, pb, Ys, Yt, log_w, h, eps):
     """log_w - LSE_j (h_j - cost(y_i, t_j) / eps) for the points Ys (n, d)
     against the points Yt (k, d) with log-scalings h (k,): one half-step of
-    Sinkhorn onto another cloud (Feydy 2020, sec. 3.3.3: the coarse dual
-    potentials extrapolated to the fine points), on the launchers of ``be``;
+    Sinkhorn onto another cloud (the coarse dual potentials extrapolated to
+    the fine points, as GeomLoss does; Feydy 2020, ch. 3), on the launchers
+    of ``be``;
     -inf at zero weights.  Host float64 (n,)."""
     st = be.LazyState(Ys, Yt, log_w, np.zeros(Yt.shape[0]), np.zeros(Ys.shape[0]), h,
                       -1.0 / eps, LAZY_METRICS[pb.metric], pb.dtype)
@@ -286,8 +287,8 @@ def _soft_c_transform(be, pb, Ys, Yt, log_w, h, eps):
 
 
 def multiscale_anneal(pb, stage_iters=None):
-    """GeomLoss's multiscale epsilon scaling (Feydy 2020, Alg. 3.6, without
-    kernel truncation) on the problem ``pb`` (:func:`lazy_setup` with
+    """GeomLoss's multiscale epsilon scaling (Schmitzer 2019; Feydy 2020,
+    ch. 3), without kernel truncation, on the problem ``pb`` (:func:`lazy_setup` with
     ``scaling``): both clouds grouped by voxels of side h =
     :func:`cluster_scale`; the temperatures of ``pb.schedule`` above h**p
     (p = 2 for 'sqeuclidean', 1 for 'euclidean') run on the voxel centroids
