@@ -54,6 +54,23 @@ def _pot_potentials(res_pot, n, m, reg):
 # --------------------------------------------------------------------------
 # agreement with POT at the target reg
 # --------------------------------------------------------------------------
+def _check_against_pot(res, X, Y, reg):
+    """A converged point-cloud result at reg against POT (float64): its
+    value_linear = POT's lazy value, its value = POT's dense (KL) value, its
+    potentials = POT's lazy ones (up to the constant), its lazy plan = POT's
+    dense plan."""
+    n, m = len(X), len(Y)
+    res_pot = ot.solve_sample(X, Y, reg=reg, lazy=True, tol=TIGHT, max_iter=100000)
+    res_dense = ot.solve_sample(X, Y, reg=reg, tol=TIGHT, max_iter=100000)
+    np.testing.assert_allclose(res.value_linear, res_pot.value_linear, **F64)
+    np.testing.assert_allclose(res.value, res_dense.value, **F64)
+    F, G = _centred(*res.potentials)
+    Fp, Gp = _centred(*_pot_potentials(res_pot, n, m, reg))
+    np.testing.assert_allclose(F, Fp, rtol=0, atol=1e-9)
+    np.testing.assert_allclose(G, Gp, rtol=0, atol=1e-9)
+    np.testing.assert_allclose(res.lazy_plan[:, :], res_dense.plan, rtol=1e-7, atol=1e-12)
+
+
 @pytest.mark.parametrize("d", [1, 2, 3])
 @pytest.mark.parametrize("reg", [0.5, 0.05])
 def test_online_matches_pot_lazy(d, reg):
@@ -61,19 +78,11 @@ def test_online_matches_pot_lazy(d, reg):
     value = POT's dense (KL) value; n != m."""
     n, m = 37, 29
     X, Y = _clouds(n, m, d, seed=d)
-    res_pot = ot.solve_sample(X, Y, reg=reg, lazy=True, tol=TIGHT, max_iter=100000)
-    res_dense = ot.solve_sample(X, Y, reg=reg, tol=TIGHT, max_iter=100000)
     res = numbaot.solve_sample(X, Y, reg=reg, method="geomloss_online", scaling=0.7,
                                tol=TIGHT, max_iter=100000)
-    np.testing.assert_allclose(res.value_linear, res_pot.value_linear, **F64)
-    np.testing.assert_allclose(res.value, res_dense.value, **F64)
-    F, G = _centred(*res.potentials)
-    Fp, Gp = _centred(*_pot_potentials(res_pot, n, m, reg))
-    np.testing.assert_allclose(F, Fp, rtol=0, atol=1e-9)
-    np.testing.assert_allclose(G, Gp, rtol=0, atol=1e-9)
+    _check_against_pot(res, X, Y, reg)
     assert res.plan is None
     P = res.lazy_plan[:, :]
-    np.testing.assert_allclose(P, res_dense.plan, rtol=1e-7, atol=1e-12)
     # the plan from the potentials, GeomLoss's formula
     C = ot.dist(X, Y)
     Fr, Gr = res.potentials
@@ -172,17 +181,9 @@ def test_multiscale_matches_pot_lazy(d, reg):
     stages (eps <= h**2 = 0.0038) run on the points after the extrapolation."""
     n, m = 60, 45
     X, Y = _blobs(n, d, 6, seed=11), _blobs(m, d, 5, seed=12) * 0.8 + 0.1
-    res_pot = ot.solve_sample(X, Y, reg=reg, lazy=True, tol=TIGHT, max_iter=100000)
-    res_dense = ot.solve_sample(X, Y, reg=reg, tol=TIGHT, max_iter=100000)
     res = numbaot.solve_sample(X, Y, reg=reg, method="geomloss_multiscale", scaling=0.7,
                                tol=TIGHT, max_iter=100000)
-    np.testing.assert_allclose(res.value_linear, res_pot.value_linear, **F64)
-    np.testing.assert_allclose(res.value, res_dense.value, **F64)
-    F, G = _centred(*res.potentials)
-    Fp, Gp = _centred(*_pot_potentials(res_pot, n, m, reg))
-    np.testing.assert_allclose(F, Fp, rtol=0, atol=1e-9)
-    np.testing.assert_allclose(G, Gp, rtol=0, atol=1e-9)
-    np.testing.assert_allclose(res.lazy_plan[:, :], res_dense.plan, rtol=1e-7, atol=1e-12)
+    _check_against_pot(res, X, Y, reg)
     lg = res.log
     ka, kb = lg["n_clusters"]
     assert 6 <= ka < n and 5 <= kb < m, lg["n_clusters"]
