@@ -106,6 +106,12 @@ def _vector_registers():
 #: 2026-11-28, BENCHMARKS.md); eight stay where AVX-512 gives 32 registers.
 ROW_TILE = 8 if _vector_registers() >= 32 else 4
 
+#: Rows per tile and register group for a float32 K (``cpu.sinkhorn.tile_rows``):
+#: eight on every target.  On the Zen 3 VM (AVX2) the float32 pass with eight
+#: rows took 0.89-1.02x the time of four (512^2 and 1024^2, v in float32 or
+#: float64, the pass alone, interleaved in one process, 2026-11-28).
+ROW_TILE_F32 = 8
+
 #: Upper bound (bytes) of one tile of rows (ROW_TILE x dim_b float64): wide
 #: matrices use fewer rows per tile.
 TILE_BYTES = 512 * 1024

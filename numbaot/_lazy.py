@@ -248,14 +248,14 @@ def cluster_scale(Xs, Xt):
 
 
 def voxel_clusters(X, w, h):
-    """The clouds' coarse version: X (n, d) float64 with weights w (n,) >= 0,
+    """The clouds' coarse version: X (n >= 1, d) float64 with weights w (n,) >= 0,
     grouped by voxels of side h > 0 (point i in voxel floor(X_i / h)).
     Returns the weighted centroids (k, d) and masses (k,) of the k voxels of
     positive mass (a voxel of zero mass has no part in the coarse problem),
     float64, voxels in lexicographic order of their integer coordinates."""
     cells = np.floor(X / h)
-    cells -= cells.min(axis=0) if len(X) else 0.0
-    extent = cells.max(axis=0) + 1.0 if len(X) else np.ones(X.shape[1])
+    cells -= cells.min(axis=0)
+    extent = cells.max(axis=0) + 1.0
     if np.prod(extent) < 2.0 ** 62:  # one int64 key per voxel (C order = lexicographic)
         key = np.ravel_multi_index(tuple(cells.T.astype(np.int64)), extent.astype(np.int64))
         _, label = np.unique(key, return_inverse=True)

@@ -161,24 +161,15 @@ def test_small_knopp_matches_pot(name):
 @pytest.mark.parametrize("method", METHODS)
 def test_small_float32(monkeypatch, method, name):
     """float32 data: float32 results within float32 tolerance of POT's
-    float64 solve (the log domain's fixed point is the same) and of the
-    blocked path, with the blocked path's errors.  The blocked
-    multiplicative pass computes a float32 K in float32 lanes (products and
-    block sums), the one-call path in float64: near stopThr (1e-6) the
-    error, a relative change of the iterates, carries their float32
-    rounding (~1e-7 here), so the two runs may stop one iteration apart
-    (106 and 107 for case 'c' since the four-row groups of 2026-11-28,
-    whose float32 sums round differently from eight-row ones)."""
+    float64 solve (the log domain's fixed point is the same); the same
+    iteration count as the blocked path."""
     args, kw = _case(name, np.float32)
     (G, lg), _ = _run(monkeypatch, True, nu.sinkhorn_unbalanced, *args, method=method,
                       log=True, **kw)
     (R, lr), _ = _run(monkeypatch, False, nu.sinkhorn_unbalanced, *args, method=method,
                       log=True, **kw)
     assert G.dtype == np.float32 and all(type(e) is np.float32 for e in lg["err"])
-    k = min(len(lg["err"]), len(lr["err"]))
-    assert abs(len(lg["err"]) - len(lr["err"])) <= (1 if method == "sinkhorn" else 0)
-    np.testing.assert_allclose(np.array(lg["err"][:k], np.float64),
-                               np.array(lr["err"][:k], np.float64), rtol=1e-4, atol=4 * 2.0**-23)
+    assert len(lg["err"]) == len(lr["err"])
     assert_close(G, R, **F32)
     if name != "paired":
         kw64 = dict(kw)

@@ -59,8 +59,6 @@ from .._config import (
     JIT_OPTIONS,
     PARTIAL_SUM_FLOOR,
     ROW_SUM_FLOOR,
-    ROW_TILE,
-    TILE_BYTES,
 )
 from . import chunk_layout
 from ._math import fast_exp, fast_exp_ftz
@@ -73,17 +71,11 @@ from .sinkhorn import (
     merge_chunks,
     scaled_loss,
     scaled_plan,
+    tile_rows,
 )
 
 _PAR = dict(JIT_OPTIONS, parallel=True)
 _SER = dict(JIT_OPTIONS)
-
-
-@njit(**_SER)
-def _rows_per_tile(m):
-    """Rows per tile of the fused passes: ROW_TILE, fewer for wide rows
-    (a tile must fit TILE_BYTES, to be re-read from L2)."""
-    return max(1, min(ROW_TILE, TILE_BYTES // (8 * max(m, 1))))
 
 
 @njit(**_SER)
@@ -121,7 +113,7 @@ def partial_fused_pass(K0, a, v, sp, n_chunks, chunk_rows, Q, u, q):
     helpers; a chunk's first tile stores its accumulators).
     """
     n, m = K0.shape
-    R = _rows_per_tile(m)
+    R = tile_rows(m, K0.itemsize)
     for ch in prange(n_chunks):
         i0 = ch * chunk_rows
         i1 = min(n, i0 + chunk_rows)
@@ -206,7 +198,7 @@ def partial_fused_err_pass(K0, a, v, s, vpp, upp, spp, n_chunks, chunk_rows, Q, 
     of K0 (each tile's rows are re-read from L1/L2; chunk partials summed in
     order).  ``s`` is the current s (the next iteration's s_prev)."""
     n, m = K0.shape
-    R = _rows_per_tile(m)
+    R = tile_rows(m, K0.itemsize)
     part = np.zeros(n_chunks)
     for ch in prange(n_chunks):
         i0 = ch * chunk_rows
@@ -301,7 +293,7 @@ def partial_log_fused_pass(M, c, La, v, off, shift_ok, dv_max, rmax, n_chunks, c
     overflows; a column whose q underflows is redone by the caller.
     """
     n, m = M.shape
-    R = _rows_per_tile(m)
+    R = tile_rows(m, 8)  # tiles of the float64 row buffer E
     for ch in prange(n_chunks):
         i0 = ch * chunk_rows
         i1 = min(n, i0 + chunk_rows)

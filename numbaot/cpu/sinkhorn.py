@@ -55,6 +55,7 @@ from .._config import (
     LOG_F32_MAX_SCALE,
     ROW_SUM_FLOOR,
     ROW_TILE,
+    ROW_TILE_F32,
     TILE_BYTES,
     UNDERFLOW_RTOL,
 )
@@ -488,9 +489,12 @@ def knopp_col_sums(Kmat, u, n_chunks, chunk_rows, Q, q):
 
 
 @njit(**_SER)
-def _tile_rows(m):
-    """Rows per tile: ROW_TILE, fewer when a tile of rows would not fit TILE_BYTES."""
-    return max(1, min(ROW_TILE, TILE_BYTES // (8 * max(m, 1))))
+def tile_rows(m, itemsize):
+    """Rows per tile of a row pass over rows of ``m`` entries of ``itemsize``
+    bytes: ROW_TILE_F32 for float32, ROW_TILE for float64, fewer when a tile
+    of float64 rows would not fit TILE_BYTES."""
+    rows = ROW_TILE_F32 if itemsize == 4 else ROW_TILE
+    return max(1, min(rows, TILE_BYTES // (8 * max(m, 1))))
 
 
 @njit(**_PAR)
@@ -501,14 +505,14 @@ def knopp_fused_pass(Kmat, a, v, n_chunks, chunk_rows, Q, u, q):
     COL_BLOCK, so that the block of v (first pass) and of the column
     accumulators (second pass) stays in L1 while a tile's rows stream through;
     the second pass re-reads the tile from L2, never from memory.  Both passes
-    work on groups of ROW_TILE (8 or 4) rows, so each load of v and each
+    work on groups of ``tile_rows`` (8 or 4) rows, so each load of v and each
     load/store of an accumulator serves the whole group; a chunk's first tile
     stores its accumulators (no zeroing pass).
     """
     n, m = Kmat.shape
     K = v.shape[0]
     shared_a = a.shape[0] == 1
-    R = _tile_rows(m)
+    R = tile_rows(m, Kmat.itemsize)
     for ch in prange(n_chunks):
         i0 = ch * chunk_rows
         i1 = min(n, i0 + chunk_rows)
@@ -811,7 +815,7 @@ def log_fused_pass(M, c, loga, v, shift_ok, dv_max, active, n_chunks, chunk_rows
     K = v.shape[0]
     shared_a = loga.shape[0] == 1
     nblk = (m + COL_BLOCK - 1) // COL_BLOCK
-    R = _tile_rows(m)
+    R = tile_rows(m, 8)  # tiles of the float64 row buffer E
     V32, vmax = _lane_copy(M, v, active)
     if not lanes32:
         for k in range(K):

@@ -47,6 +47,7 @@ from .. import _config
 from .._config import (
     JIT_OPTIONS,
     ROW_TILE,
+    ROW_TILE_F32,
     UOT_LANE_MAX,
     UOT_LANE_MIN,
     UOT_LANE_SUM_MAX,
@@ -153,8 +154,9 @@ def _pow(x, e):
 @njit(**_SER)
 def _uot_tile_rows(m, itemsize):
     """Rows per tile for rows of ``m`` entries of ``itemsize`` bytes:
-    ROW_TILE (8 or 4), then halved until the tile fits UOT_TILE_BYTES."""
-    R = ROW_TILE
+    ROW_TILE_F32 for a float32 K, else ROW_TILE (8 or 4); then halved until
+    the tile fits UOT_TILE_BYTES."""
+    R = ROW_TILE_F32 if itemsize == 4 else ROW_TILE
     while R > 1 and R * m * itemsize > UOT_TILE_BYTES:
         R //= 2
     return R
