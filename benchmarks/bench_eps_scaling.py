@@ -28,8 +28,14 @@ temperature changes only (``numbaot._lazy.lazy_anneal`` and
 ``lazy_steps``), after a warm-up.  The reference is the epsilon-scaling
 solver run to a marginal error (L1) of 1e-7.
 
+``--dtype float32`` runs the solvers on the float32-rounded points (their
+half-steps in float32 lanes where ``numbaot.cpu.empirical.lanes32_ok``
+allows: eps >= 0.041 here), against the float64 reference of the same
+points.
+
 Usage: python benchmarks/bench_eps_scaling.py [--n 10000] [--quick] [--eps 0.05 0.01]
        [--scalings 0.25 0.5 0.7 0.9] [--stage-iters 1] [--max-iter 3000]
+       [--dtype float64|float32]
 """
 import argparse
 import os
@@ -106,6 +112,8 @@ def main():
                     help="iterations per annealing stage (default: _config's)")
     ap.add_argument("--max-iter", type=int, default=3000,
                     help="iterations at the target eps, at most")
+    ap.add_argument("--dtype", choices=("float64", "float32"), default="float64",
+                    help="dtype of the points the solvers get (the reference: float64)")
     args = ap.parse_args()
     n = 3000 if args.quick else args.n
 
@@ -115,15 +123,19 @@ def main():
     warnings.simplefilter("ignore")
     stage_iters = args.stage_iters or _config.EPS_SCALING_STAGE_ITERS
     Xw, Yw = clouds(64, seed=1)  # warm-up (compilation)
-    numbaot.solve_sample(Xw, Yw, reg=0.05, method="geomloss_online", scaling=0.5, tol=1e-6)
-    X, Y = clouds(n)
-    _common.start_report(f"epsilon scaling, {n} x {n} points in 3-D, |x - y|^2, diameter**2 "
-                         f"= {numbaot._lazy.max_diameter(X, Y) ** 2:.3f}, {stage_iters} "
-                         f"iteration(s) per annealing stage")
+    for dt in {"float64", args.dtype}:
+        for method in ("geomloss_online", "geomloss_multiscale"):
+            numbaot.solve_sample(Xw.astype(dt), Yw.astype(dt), reg=0.05, method=method,
+                                 scaling=0.5, tol=1e-6)
+    X, Y = (x.astype(args.dtype) for x in clouds(n))
+    X64, Y64 = X.astype(np.float64), Y.astype(np.float64)
+    _common.start_report(f"epsilon scaling, {n} x {n} points in 3-D ({args.dtype}), |x - y|^2, "
+                         f"diameter**2 = {numbaot._lazy.max_diameter(X, Y) ** 2:.3f}, "
+                         f"{stage_iters} iteration(s) per annealing stage")
     rows = []
     for reg in args.eps:
         t0 = time.perf_counter()
-        res = numbaot.solve_sample(X, Y, reg=reg, method="geomloss_online", scaling=0.7,
+        res = numbaot.solve_sample(X64, Y64, reg=reg, method="geomloss_online", scaling=0.7,
                                    tol=1e-7, max_iter=100000)
         t_ref = time.perf_counter() - t0
         ref = float(np.mean(res.potentials[0]) + np.mean(res.potentials[1]))  # dual value

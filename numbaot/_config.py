@@ -169,8 +169,32 @@ LOG_F32_MAX_SCALE = 128.0
 #: (measured 4e-9 to 1.5e-8 on 64 x 48 to 2000 x 2000 problems), below POT's
 #: default stopThr of 1e-9 would never be reached: a solve switches to float64
 #: lanes for good once the error is at most this, or falls by less than 10 %
-#: between two checks (``numbaot.cpu.sinkhorn.log_errors``).
+#: between two checks (``numbaot.cpu.sinkhorn.log_errors``).  The lazy
+#: point-cloud solver's float32 lanes follow the same rule on its own
+#: stopping error, the L1 row-marginal violation
+#: (``numbaot.cpu.empirical.lazy_note_error``).
 LOG_F32_SWITCH_ERR = 1e-6
+
+#: Lazy point clouds (``numbaot.cpu.empirical.lazy_lse_f32``): a float32
+#: problem's half-steps run in float32 lanes (costs from float32 coordinates,
+#: exponentials in float32, sums in float64) while |c| * cost_max * (d + 4)
+#: <= this (c = -1/eps, cost_max the bounding-box bound of every cost, d the
+#: point dimension), else in float64.  A float32 cost carries a relative
+#: error of at most (d + 2) 2^-24 and c * cost (d + 4) 2^-24; the terms that
+#: matter (within 30 of their row's logsumexp, itself within |c| cost_max of
+#: the shift) have |argument| <= |c| cost_max + 30 and |w_j - shift| <=
+#: 2 |c| cost_max + 30, so their argument is off by at most
+#: (LAZY_F32_SCALE_BUDGET + 3 |c| cost_max + 60) 2^-24 <= 5.3e-5 (d = 1;
+#: 4.7e-5 for d = 3): a relative error below 6e-5 in those plan entries
+#: (float32 tolerances: 1e-4).  512 admits eps >= 0.041 on points spread over
+#: a unit cube in 3-D (cost_max = 3), e.g. GeomLoss's benchmarks at eps 0.05.
+LAZY_F32_SCALE_BUDGET = 512.0
+
+#: ... and a row whose float32-lane sum (shifted by the largest column
+#: potential) falls below this is recomputed in float64 (the online
+#: logsumexp): float32 exponentials flush below e^-87.3 = 1.2e-38, so the
+#: terms lost are below 1.2e-18 of the row's sum each.
+LAZY_F32_ROW_FLOOR = 1e-20
 
 #: From this many problems sharing one matrix on, the multiplicative solver
 #: stores its vectors problem-minor (dim, n_hists) and vectorises over the

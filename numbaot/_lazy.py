@@ -523,8 +523,12 @@ def lazy_solve(X_s, X_t, reg, a, b, metric, numIterMax, stopThr, batchSize, verb
         n_anneal = n_coarse + n_fine
     elif pb.schedule:
         n_anneal = lazy_anneal(be, st, pb.log_a, pb.log_b, pb.schedule, pb.reg)
-    errs, i_ot = lazy_loop(lambda n_steps: be.lazy_steps(st, n_steps),
-                           lambda: row_marginal_l1(*be.lazy_row_lse(st), a),
+    def error():
+        err = row_marginal_l1(*be.lazy_row_lse(st), a)
+        be.lazy_note_error(st, err)
+        return err
+
+    errs, i_ot = lazy_loop(lambda n_steps: be.lazy_steps(st, n_steps), error,
                            dtype, numIterMax, stopThr, verbose, log, warn)
     f_out, g_out = be.lazy_outputs(st, pb.like)
     lg = None

@@ -104,6 +104,99 @@ def test_float32_points(rng):
     np.testing.assert_allclose(f, fp, rtol=1e-5, atol=1e-5)
 
 
+# ---------------------------------------------------------------------------
+# float32 lanes (numbaot.cpu.empirical.lazy_lse_f32, issue 23 item 4)
+# ---------------------------------------------------------------------------
+def _lse_loop(X, Y, w, c, metric):
+    """LSE_j (w_j + c cost(x_i, y_j)) per row, float64, one row at a time
+    with NumPy (the oracle of the kernels)."""
+    out = np.empty(X.shape[0])
+    for i in range(X.shape[0]):
+        cost = ((X[i] - Y) ** 2).sum(1)
+        if metric == 1:
+            cost = np.sqrt(cost)
+        t = w + c * cost
+        mx = t.max()
+        out[i] = mx + np.log(np.exp(t - mx).sum()) if mx > -np.inf else -np.inf
+    return out
+
+
+@pytest.mark.parametrize("metric", [0, 1])
+@pytest.mark.parametrize("d", [1, 3])
+def test_float32_lanes_lse_against_a_float64_loop(rng, metric, d):
+    """Within the budget |c| cost_max (d + 4) <= LAZY_F32_SCALE_BUDGET the
+    float32-lane half-step is within the bound derived in numbaot._config
+    (6e-5 relative on every term that matters, so 6e-5 on the logsumexp)
+    of the float64 logsumexp of the same float32 points; zero weights
+    (-inf) drop out; a row whose shifted sum underflows the float32 range
+    takes the float64 path (a row far from the one column of large w)."""
+    from numbaot._config import LAZY_F32_SCALE_BUDGET
+    from numbaot.cpu.empirical import lazy_lse_f32
+
+    X = rng.random((70, d)).astype(np.float32)
+    Y = rng.random((530, d)).astype(np.float32)  # two column blocks
+    X[0] = 0.0
+    Y[5] = 1.0
+    cost_max = d if metric == 0 else np.sqrt(d)
+    c = -LAZY_F32_SCALE_BUDGET / ((d + 4) * cost_max)  # at the budget
+    w = rng.normal(0, 5, Y.shape[0])
+    w[::7] = -np.inf
+    X64, Y64 = X.astype(np.float64), Y.astype(np.float64)
+    Yt64 = np.ascontiguousarray(Y64.T)
+    out = np.empty(X.shape[0])
+    lazy_lse_f32(X64, Yt64, X, np.ascontiguousarray(Y.T), w, c, metric, out)
+    ref = _lse_loop(X64, Y64, w, c, metric)
+    np.testing.assert_allclose(out, ref, rtol=0, atol=6e-5)
+    # row 0 at the corner opposite the only column that is not far below:
+    # its shifted sum is about exp(c cost_max) < 1e-20 (float64 path)
+    w2 = np.full(Y.shape[0], -400.0)
+    w2[5] = 0.0
+    lazy_lse_f32(X64, Yt64, X, np.ascontiguousarray(Y.T), w2, c, metric, out)
+    ref = _lse_loop(X64, Y64, w2, c, metric)
+    assert np.exp(ref[0]) < 1e-20
+    np.testing.assert_allclose(out, ref, rtol=1e-12, atol=6e-5)
+
+
+def test_float32_lanes_solve_matches_pot_and_switches_to_float64(rng):
+    """A float32 point-cloud solve inside the budget runs its half-steps in
+    float32 lanes, leaves them near convergence (lazy_note_error) and
+    reaches POT's default stopThr as float64 does: the potentials within
+    float32 tolerances of POT's float64 solve of the same points, the same
+    stopping test passed within one test (10 iterations)."""
+    from numbaot import _lazy
+    from numbaot.cpu.empirical import LazyState, lanes32_ok
+
+    Xs = rng.random((300, 3)).astype(np.float32)
+    Xt = rng.random((280, 3)).astype(np.float32)
+    st0 = LazyState(Xs.astype(np.float64), Xt.astype(np.float64), np.zeros(300), np.zeros(280),
+                    np.zeros(300), np.zeros(280), -1 / 0.05, 0, np.float32)
+    assert lanes32_ok(st0)
+    f, g, lg, be, st = _lazy.lazy_solve(Xs, Xt, 0.05, None, None, "sqeuclidean", 1000, 1e-9,
+                                        100, verbose=False, log=True, warn=True, warmstart=None)
+    assert f.dtype == np.float32 and np.isfinite(st.last_err) and not st.lanes32
+    X64, Y64 = Xs.astype(np.float64), Xt.astype(np.float64)
+    fp, gp, lgp = ot.bregman.empirical_sinkhorn(X64, Y64, 0.05, isLazy=True, log=True)
+    np.testing.assert_allclose(f, fp, rtol=1e-5, atol=1e-5 * np.abs(fp).max())
+    np.testing.assert_allclose(g, gp, rtol=1e-5, atol=1e-5 * np.abs(gp).max())
+    assert lg["err"][-1] <= 1e-9 and abs(lg["niter"] - lgp["niter"]) <= 10
+
+
+def test_float32_lanes_only_within_the_budget():
+    """Colder than the budget (or a float64 problem, or points split across
+    processes) the half-steps stay in float64."""
+    from numbaot._config import LAZY_F32_SCALE_BUDGET
+    from numbaot.cpu.empirical import LazyState, lanes32_ok
+
+    Xs = np.array([[0.0, 0.0], [1.0, 2.0]])  # cost_max = 5, d = 2
+    Xt = np.array([[0.5, 0.5]])
+    args = (np.zeros(2), np.zeros(1), np.zeros(2), np.zeros(1))
+    edge = -LAZY_F32_SCALE_BUDGET / (5 * 6)
+    assert lanes32_ok(LazyState(Xs, Xt, *args, 0.999 * edge, 0, np.float32))
+    assert not lanes32_ok(LazyState(Xs, Xt, *args, 1.001 * edge, 0, np.float32))
+    assert not lanes32_ok(LazyState(Xs, Xt, *args, edge, 0, np.float64))
+    assert not lanes32_ok(LazyState(Xs, Xt, *args, edge, 0, np.float32, reduction=object()))
+
+
 def test_bad_input(rng):
     Xs, Xt, a, b = _clouds(rng)
     with pytest.raises(ValueError, match="metric"):

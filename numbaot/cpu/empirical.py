@@ -21,16 +21,17 @@ import math
 import numpy as np
 from numba import njit, prange
 
-from .._config import COL_BLOCK, JIT_OPTIONS, ROW_SUM_FLOOR
-from ._math import fast_exp_ftz
+from .._config import (COL_BLOCK, JIT_OPTIONS, LAZY_F32_ROW_FLOOR, LAZY_F32_SCALE_BUDGET,
+                       LOG_F32_SWITCH_ERR, ROW_SUM_FLOOR)
+from ._math import fast_exp_f32_ftz, fast_exp_ftz
 
-__all__ = ["lazy_lse", "lazy_loss", "lazy_block", "lazy_grad",
-           "LazyState", "lazy_steps", "lazy_row_lse", "lazy_potentials", "lazy_outputs",
-           "lazy_transport_cost"]
+__all__ = ["lazy_lse", "lazy_lse_f32", "lazy_loss", "lazy_block", "lazy_grad",
+           "LazyState", "lazy_steps", "lazy_row_lse", "lazy_note_error", "lazy_potentials",
+           "lazy_outputs", "lazy_transport_cost"]
 
 #: the launcher contract shared with numbaot.cuda.empirical
-LAUNCHERS = ("LazyState", "lazy_steps", "lazy_row_lse", "lazy_potentials", "lazy_outputs",
-             "lazy_transport_cost")
+LAUNCHERS = ("LazyState", "lazy_steps", "lazy_row_lse", "lazy_note_error", "lazy_potentials",
+             "lazy_outputs", "lazy_transport_cost")
 
 _PAR = dict(JIT_OPTIONS, parallel=True)
 _SER = dict(JIT_OPTIONS)
@@ -111,6 +112,45 @@ def lazy_lse(X, Yt, w, c, metric, out):
 
 
 @njit(**_PAR)
+def lazy_lse_f32(X, Yt, X32, Yt32, w, c, metric, out):
+    """``lazy_lse`` in float32 lanes (eight per AVX2 register where float64
+    has four): the costs from float32 copies ``X32`` (n, d), ``Yt32`` (d, m)
+    of the points, the exponentials exp(float32(w_j - W) + float32(c)
+    cost_ij) in float32 (``fast_exp_f32_ftz``), each block's exponentials
+    summed in float64.  W = max_j w_j as in ``lazy_lse``.  A row whose sum
+    falls below ``_config.LAZY_F32_ROW_FLOOR`` (float32 exponentials flush
+    below e^-87.3) is redone in float64 by the online pass on ``X``, ``Yt``
+    (float64).  The caller keeps the argument's rounding within float32
+    tolerances (``_config.LAZY_F32_SCALE_BUDGET``, :func:`lanes32_ok`)."""
+    n = X.shape[0]
+    m = Yt.shape[1]
+    W = -np.inf
+    for j in range(m):
+        W = max(W, w[j])
+    w32 = np.empty(m, np.float32)
+    for j in range(m):
+        w32[j] = np.float32(w[j] - W)
+    c32 = np.float32(c)
+    for i in prange(n):
+        buf = np.empty(COL_BLOCK, np.float32)
+        s = 0.0
+        for j0 in range(0, m, COL_BLOCK):
+            ln = min(COL_BLOCK, m - j0)
+            _costs(X32, i, Yt32, j0, ln, metric, buf)
+            base = np.uint64(j0)
+            # (two loops: a float64 sum in the first makes LLVM vectorise it
+            # four lanes wide, as ``numbaot.cpu.sinkhorn._exp_store_sum_f32``)
+            for t in range(ln):
+                buf[t] = fast_exp_f32_ftz(w32[base + np.uint64(t)] + c32 * buf[t])
+            for t in range(ln):
+                s += np.float64(buf[t])
+        if s > LAZY_F32_ROW_FLOOR:
+            out[i] = W + math.log(s)
+        else:
+            out[i] = _row_lse_online(X, i, Yt, w, c, metric, np.empty(COL_BLOCK))
+
+
+@njit(**_PAR)
 def lazy_loss(X, Yt, f, g, c, metric):
     """sum_ij cost_ij exp(f_i + g_j + c cost_ij): the transport cost of the
     plan of log-scalings (f, g), row partials summed in row order."""
@@ -186,7 +226,8 @@ def lazy_grad(X, Yt, f, g, c, metric, out):
 # Launchers: the same names, signatures and returns as numbaot.cuda.empirical
 # --------------------------------------------------------------------------
 class LazyState:
-    """State of a lazy log-domain Sinkhorn run on the CPU (float64 inside).
+    """State of a lazy log-domain Sinkhorn run on the CPU (float64 inside;
+    a float32 problem's half-steps in float32 lanes, :func:`lanes32_ok`).
 
     Parameters
     ----------
@@ -214,6 +255,8 @@ class LazyState:
     """
 
     def __init__(self, Xs, Xt, log_a, log_b, f, g, c, metric, dtype, reduction=None):
+        from .._lazy import max_diameter
+
         self.reduction = reduction
         self.Xs, self.Xt = Xs, Xt
         self.Xs_t, self.Xt_t = np.ascontiguousarray(Xs.T), np.ascontiguousarray(Xt.T)
@@ -221,6 +264,34 @@ class LazyState:
         self.c, self.metric, self.dtype = c, metric, dtype
         self.lse_f = np.empty(Xs.shape[0])
         self.lse_g = np.empty(Xt.shape[0])
+        # float32 lanes for a float32 problem (not with a reduction hook: the
+        # processes' column sums must agree to float64 rounding), while the
+        # temperature allows (:func:`lanes32_ok`) and until the stopping
+        # error stops falling (:func:`lazy_note_error`)
+        self.lanes32 = np.dtype(dtype) == np.float32 and reduction is None
+        self.last_err = np.inf
+        self.cost_scale = np.inf
+        self.Xs32 = self.Xt32 = self.Xs_t32 = self.Xt_t32 = None
+        if self.lanes32:
+            diam = max_diameter(Xs, Xt)
+            self.cost_scale = (diam ** 2 if metric == 0 else diam) * (Xs.shape[1] + 4)
+            self.Xs32, self.Xt32 = Xs.astype(np.float32), Xt.astype(np.float32)
+            self.Xs_t32, self.Xt_t32 = self.Xs_t.astype(np.float32), self.Xt_t.astype(np.float32)
+
+
+def lanes32_ok(st):
+    """Whether the state's half-steps run in float32 lanes now
+    (:func:`lazy_lse_f32`): a float32 problem not yet switched to float64,
+    at a temperature with |c| cost_max (d + 4) <= ``LAZY_F32_SCALE_BUDGET``
+    (the bound of the arguments' rounding, ``numbaot._config``)."""
+    return st.lanes32 and abs(st.c) * st.cost_scale <= LAZY_F32_SCALE_BUDGET
+
+
+def _half_step(st, X, Yt, X32, Yt32, w, out):
+    if lanes32_ok(st):
+        lazy_lse_f32(X, Yt, X32, Yt32, w, st.c, st.metric, out)
+    else:
+        lazy_lse(X, Yt, w, st.c, st.metric, out)
 
 
 def lazy_steps(st, n_steps):
@@ -228,9 +299,9 @@ def lazy_steps(st, n_steps):
     cost_ij), then g = log b - LSE_i(f_i + c cost_ij) (the LSE over every
     process's rows with a reduction hook)."""
     for _ in range(n_steps):
-        lazy_lse(st.Xs, st.Xt_t, st.g, st.c, st.metric, st.lse_f)
+        _half_step(st, st.Xs, st.Xt_t, st.Xs32, st.Xt_t32, st.g, st.lse_f)
         st.f = st.log_a - st.lse_f
-        lazy_lse(st.Xt, st.Xs_t, st.f, st.c, st.metric, st.lse_g)
+        _half_step(st, st.Xt, st.Xs_t, st.Xt32, st.Xs_t32, st.f, st.lse_g)
         if st.reduction is not None:
             st.reduction.col_logsumexp(st.lse_g)
         st.g = st.log_b - st.lse_g
@@ -238,9 +309,24 @@ def lazy_steps(st, n_steps):
 
 def lazy_row_lse(st):
     """(f, LSE_j(g_j + c cost_ij)) as host float64 arrays (n,), (n,): the
-    row marginal of the current plan is exp(f + LSE) (POT's stopping test)."""
+    row marginal of the current plan is exp(f + LSE) (POT's stopping test).
+    Always in float64 lanes: the test measures the iterate exactly."""
     lazy_lse(st.Xs, st.Xt_t, st.g, st.c, st.metric, st.lse_f)
     return st.f, st.lse_f
+
+
+def lazy_note_error(st, err):
+    """Take note of the stopping error ``err`` (float) that the host loop
+    computed from :func:`lazy_row_lse`: a float32 problem leaves its float32
+    lanes for good once ``err`` is at most ``_config.LOG_F32_SWITCH_ERR`` or
+    fell by less than 10 % since the previous test (the lanes' rounding
+    puts a floor of 1e-8 to 1e-6 under it), so that POT's stopThr (1e-9 by
+    default) is reached as with float64 arithmetic, as the dense log domain
+    does (``numbaot.cpu.sinkhorn.log_errors``)."""
+    if st.lanes32:
+        if not (err > LOG_F32_SWITCH_ERR and err < 0.9 * st.last_err):
+            st.lanes32 = False
+        st.last_err = err
 
 
 def lazy_potentials(st):

@@ -30,12 +30,12 @@ from ._reduce import make_reductions
 from ._registry import kernel
 
 __all__ = ["lazy_lse", "lazy_loss", "lazy_grad", "potential_update",
-           "LazyState", "lazy_steps", "lazy_row_lse", "lazy_potentials", "lazy_outputs",
-           "lazy_transport_cost"]
+           "LazyState", "lazy_steps", "lazy_row_lse", "lazy_note_error", "lazy_potentials",
+           "lazy_outputs", "lazy_transport_cost"]
 
 #: the launcher contract shared with numbaot.cpu.empirical
-LAUNCHERS = ("LazyState", "lazy_steps", "lazy_row_lse", "lazy_potentials", "lazy_outputs",
-             "lazy_transport_cost")
+LAUNCHERS = ("LazyState", "lazy_steps", "lazy_row_lse", "lazy_note_error", "lazy_potentials",
+             "lazy_outputs", "lazy_transport_cost")
 
 #: size of the shared weight tile of ``lazy_grad_rows``: the largest block
 #: (CUDA_THREADS must not exceed it); ``_config.CUDA_MAX_BLOCK_THREADS``.
@@ -241,6 +241,12 @@ def lazy_row_lse(st):
     lazy_lse(st.Xs, st.Xt_t, st.g, st.c, st.metric, st.lse_f)
     return (st.f.copy_to_host().astype(np.float64),
             st.lse_f.copy_to_host().astype(np.float64))
+
+
+def lazy_note_error(st, err):
+    """The host loop's stopping error after :func:`lazy_row_lse` (float): a
+    no-op here (a float32 problem computes in float32 throughout on the GPU;
+    the CPU launcher of this name ends its float32 lanes near convergence)."""
 
 
 def lazy_potentials(st):
