@@ -57,7 +57,7 @@ _SHIFT_MIN = IMPLICIT_SHIFT_MIN
 # --------------------------------------------------------------------------
 # lane layout: a work item holds L = lanes_for(n) matrices side by side
 # --------------------------------------------------------------------------
-@njit(inline="always", **_SER)
+@njit(**_SER)
 def _gather(A, b0, B, W):
     """W[i, j, c] = float64(A[b0 + c, i, j]) for the lanes with b0 + c < B, 0
     in the padding lanes.  Lanes innermost: the reads walk L matrices at
@@ -77,7 +77,7 @@ def _gather(A, b0, B, W):
                 W[i, j, c] = np.float64(A[b0 + c, i, j])
 
 
-@njit(inline="always", **_SER)
+@njit(**_SER)
 def _load(X, b0, B, W, xr, xc):
     """W[i, j, c] = float64(X[b0 + c, i, j]) for the lanes c with b0 + c < B
     (0 in the padding lanes); xr[i, c], xc[j, c] = row and column maxima."""
@@ -96,7 +96,7 @@ def _load(X, b0, B, W, xr, xc):
                 xc[j, c] = max(xc[j, c], w)
 
 
-@njit(inline="always", **_SER)
+@njit(**_SER)
 def _maybe_shift_lines(W, xr, xc, rn, cn, g0):
     """``_shift_lines`` for the work items that may hold a line to shift:
     one whose row or column maximum exceeds _SHIFT_MIN in magnitude (an
@@ -118,7 +118,7 @@ def _maybe_shift_lines(W, xr, xc, rn, cn, g0):
     return _shift_lines(W, xr, xc, rn, cn, g0)
 
 
-@njit(inline="always", **_SER)
+@njit(**_SER)
 def _line_shift(mx, mn):
     """The shift of a row (column) with maximum mx and minimum mn: mx when
     |mx| > _SHIFT_MIN and every entry lies within a factor 2 of mx, so that
@@ -194,7 +194,7 @@ def _shift_lines(W, xr, xc, rn, cn, g0):
     return n_cols > 0
 
 
-@njit(inline="always", **_SER)
+@njit(**_SER)
 def _lane_max(v, out):
     """out[c] = max_k v[k, c]."""
     L = out.shape[0]
@@ -264,7 +264,7 @@ def _col_pass(W, f, xc, acc2, vmax, out):
 
 
 
-@njit(inline="always", **_SER)
+@njit(**_SER)
 def _stabilised_kernel(W, fa, ga, flag, Kt):
     """Kt = exp(W + fa 1^T + 1 ga^T) (flushed to 0 below e^-708) in the lanes
     c with flag[c] > 0; the other lanes are left as they are (a lane's
@@ -281,7 +281,7 @@ def _stabilised_kernel(W, fa, ga, flag, Kt):
                 Kt[i, j, c] = e if flag[c] > 0.0 else Kt[i, j, c]
 
 
-@njit(inline="always", **_SER)
+@njit(**_SER)
 def _flag_log_only(fa, ga, bad):
     """bad[c] = 1 for the lanes whose potentials exceed _LOG_ONLY in
     magnitude, else 0."""
@@ -294,7 +294,7 @@ def _flag_log_only(fa, ga, bad):
             bad[c] = 1.0 if big else bad[c]
 
 
-@njit(inline="always", **_SER)
+@njit(**_SER)
 def _flag_bad_lanes(fa, ga, s, bad):
     """bad[c] = 1 for the lanes that take the log-domain half-step: their
     potentials exceed _LOG_ONLY or one of their sums s[:, c] fell below
@@ -310,7 +310,7 @@ def _flag_bad_lanes(fa, ga, s, bad):
     return n_bad
 
 
-@njit(inline="always", **_SER)
+@njit(**_SER)
 def _restart_lanes(W, f, g, bad, fa, ga, u, v, Kt):
     """In the lanes c with bad[c] > 0: fa = f, ga = g, u = v = 1, and the
     kernel recomputed (after a log-domain half-step, f and g are its
@@ -327,7 +327,7 @@ def _restart_lanes(W, f, g, bad, fa, ga, u, v, Kt):
     _stabilised_kernel(W, fa, ga, bad, Kt)
 
 
-@njit(inline="always", **_SER)
+@njit(**_SER)
 def _absorb_out_of_range(W, fa, ga, u, v, bad, f, g, Kt):
     """Restart the lanes with a scaling outside [1/_ABSORB, _ABSORB] from
     f = fa + log u, g = ga + log v (f, g: workspaces).  Run after each
@@ -351,7 +351,7 @@ def _absorb_out_of_range(W, fa, ga, u, v, bad, f, g, Kt):
         _restart_lanes(W, f, g, bad, fa, ga, u, v, Kt)
 
 
-@njit(inline="always", **_SER)
+@njit(**_SER)
 def _log_scaling(a, s, out):
     """out = a + log s (the log potential of an absorbed part a and a
     scaling s)."""
