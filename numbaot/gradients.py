@@ -182,7 +182,8 @@ def sinkhorn2_value_and_grad(a, b, M, reg, method="sinkhorn", numItermax=1000, s
 
 def empirical_sinkhorn2_value_and_grad(X_s, X_t, reg, a=None, b=None, metric="sqeuclidean",
                                        numIterMax=10000, stopThr=1e-9, verbose=False,
-                                       warn=True, warmstart=None, **kwargs):
+                                       warn=True, warmstart=None, scaling=None,
+                                       multiscale=False, **kwargs):
     r"""Entropic OT value between point clouds and its gradient w.r.t. the
     points and the weights, with costs computed on the fly (memory
     O((n_samples_a + n_samples_b) dim), as ``empirical_sinkhorn(isLazy=True)``).
@@ -206,6 +207,18 @@ def empirical_sinkhorn2_value_and_grad(X_s, X_t, reg, a=None, b=None, metric="sq
     numIterMax, stopThr, verbose, warn, warmstart, **kwargs
         As :func:`numbaot.bregman.empirical_sinkhorn2` (lazy path; ``warmstart``
         only for a single problem).
+    scaling : float in (0, 1), optional
+        Epsilon scaling before the iterations at ``reg`` (as
+        ``solve_sample(method='geomloss_online', scaling=...)``): eps
+        multiplied by ``scaling`` per stage from the data's squared diameter
+        down to ``reg``, each stage warm-started [4]_.  None (default): POT's
+        iterations from zero potentials.
+    multiscale : bool
+        With ``scaling``: the stages hotter than the voxel scale on voxel
+        centroids of both clouds, as
+        ``solve_sample(method='geomloss_multiscale')`` [5]_.  The gradient is
+        the envelope gradient at the final potentials either way (the same
+        formula; only the path to the potentials changes).
 
     Returns
     -------
@@ -224,7 +237,8 @@ def empirical_sinkhorn2_value_and_grad(X_s, X_t, reg, a=None, b=None, metric="sq
     Raises
     ------
     TypeError, ValueError
-        As :func:`numbaot.bregman.empirical_sinkhorn`.
+        As :func:`numbaot.bregman.empirical_sinkhorn`; ValueError for a
+        ``scaling`` outside (0, 1), or ``multiscale`` without ``scaling``.
     CudaUnavailableError
         Device arrays without numba-cuda or a usable GPU.
 
@@ -243,6 +257,11 @@ def empirical_sinkhorn2_value_and_grad(X_s, X_t, reg, a=None, b=None, metric="sq
     .. [2] G. Peyre, M. Cuturi, "Computational Optimal Transport",
        Foundations and Trends in Machine Learning 11(5-6) 2019, Remark 4.23.
     .. [3] POT 0.9.7, ``ot.bregman.empirical_sinkhorn2`` (``isLazy=True``).
+    .. [4] B. Schmitzer, "Stabilized Sparse Scaling Algorithms for Entropy
+       Regularized Transport Problems", SIAM J. Sci. Comput. 41(3), 2019,
+       sec. 3.2 (epsilon scaling).
+    .. [5] J. Feydy, "Geometric data analysis, beyond convolutions", PhD
+       thesis, 2020, ch. 3 (multiscale Sinkhorn, GeomLoss).
 
     Examples
     --------
@@ -258,6 +277,9 @@ def empirical_sinkhorn2_value_and_grad(X_s, X_t, reg, a=None, b=None, metric="sq
     """
     if metric not in LAZY_METRICS:
         raise ValueError(f"metric must be one of {sorted(LAZY_METRICS)}; got {metric!r}")
+    if multiscale and scaling is None:
+        raise ValueError("multiscale=True needs scaling (the factor of the epsilon-scaling "
+                         "schedule, in (0, 1)); got scaling=None")
     device = _dispatch.device_of(X_s=X_s, X_t=X_t, a=a, b=b)
     if device == "cuda":
         _dispatch.require_cuda()
@@ -284,7 +306,8 @@ def empirical_sinkhorn2_value_and_grad(X_s, X_t, reg, a=None, b=None, metric="sq
     vals = np.empty(K)
     for k, (a_k, b_k) in enumerate(problems):  # one problem after the other
         *_, st = lazy_solve(X_s, X_t, reg, a_k, b_k, metric, numIterMax, stopThr, 100, verbose,
-                            False, warn, warmstart, device=device)
+                            False, warn, warmstart, device=device, scaling=scaling,
+                            multiscale=bool(multiscale))
         if k == 0:
             (n, d), m, dt = st.Xs.shape, st.Xt.shape[0], st.dtype
             GX, GY = be.work_array((K, n, d), dt), be.work_array((K, m, d), dt)
