@@ -14,8 +14,14 @@ the entropic OT value, shows how far each iterate still is from the last.
 Peak resident memory (``ru_maxrss``) is printed against the process's
 before the problem was set up.
 
+``--truncate both`` runs the problem twice, with kernel truncation (the
+default of the multiscale path) and without (``multiscale_anneal(...,
+truncate=False)``), and prints the two runs' times side by side, their ratio
+and the largest difference of their dual values (truncation changes each
+logsumexp by at most ``_config.LAZY_TRUNCATION_TOL``).
+
 Usage: python benchmarks/bench_large_clouds.py [--n 100000] [--dtype float32]
-       [--eps 0.05] [--scaling 0.5] [--iters 4]
+       [--eps 0.05] [--scaling 0.5] [--iters 4] [--truncate on|off|both]
 """
 import argparse
 import os
@@ -38,10 +44,11 @@ def main():
     ap.add_argument("--eps", type=float, default=0.05)
     ap.add_argument("--scaling", type=float, default=0.5)
     ap.add_argument("--iters", type=int, default=4, help="iterations on the points")
+    ap.add_argument("--truncate", choices=("on", "off", "both"), default="on",
+                    help="kernel truncation on the points (both: two runs side by side)")
     args = ap.parse_args()
 
     import numbaot
-    from numbaot import _lazy
 
     warnings.simplefilter("ignore")
     Xw, Yw = clouds(64, seed=1)  # warm-up (compilation)
@@ -50,12 +57,40 @@ def main():
     X, Y = (x.astype(args.dtype) for x in clouds(args.n))
     _common.start_report(f"large clouds: {args.n} x {args.n} points in 3-D ({args.dtype}), "
                          f"|x - y|^2, eps {args.eps}, multiscale scaling {args.scaling}")
+    runs = {"on": [True], "off": [False], "both": [True, False]}[args.truncate]
+    results = {}
+    for truncate in runs:
+        label = "truncated" if truncate else "untruncated"
+        print(f"-- {label}", flush=True)
+        results[truncate] = one_run(X, Y, args, truncate)
+    if len(results) == 2:
+        (ta, va, ka), (tb, vb, _) = results[True], results[False]
+        print("\n| | truncated (s) | untruncated (s) | ratio |")
+        print("|---|---|---|---|")
+        print(f"| setup and annealing | {ta[0]:.2f} | {tb[0]:.2f} | {tb[0] / ta[0]:.2f} |")
+        it_a, it_b = np.diff(ta), np.diff(tb)
+        print(f"| one iteration on the points (median) | {np.median(it_a):.2f} | "
+              f"{np.median(it_b):.2f} | {np.median(it_b) / np.median(it_a):.2f} |")
+        print(f"| to iterate {len(ta) - 1} | {ta[-1]:.2f} | {tb[-1]:.2f} | "
+              f"{tb[-1] / ta[-1]:.2f} |")
+        print(f"\nlargest relative difference of the dual values: "
+              f"{np.max(np.abs(va - vb) / np.abs(vb)):.1e}; pairs kept by the last truncated "
+              f"patterns: {ka[0]:.3f} (source rows), {ka[1]:.3f} (target rows)")
+
+
+def one_run(X, Y, args, truncate):
+    """Set up, anneal and iterate; prints the table.  Returns (times since
+    the start: after the annealing, then after each iteration), the dual
+    values and the last kept fractions."""
+    from numbaot import _lazy
+
     rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     t0 = time.perf_counter()
     pb, _, _ = _lazy.lazy_setup(X, Y, args.eps, None, None, "sqeuclidean", 10, 0.0, 100, None,
                                 scaling=args.scaling)
-    n_coarse, n_fine, ncl = _lazy.multiscale_anneal(pb)
-    print(f"setup and multiscale annealing: {time.perf_counter() - t0:.2f} s ({n_coarse} "
+    n_coarse, n_fine, ncl = _lazy.multiscale_anneal(pb, truncate=truncate)
+    t_anneal = time.perf_counter() - t0
+    print(f"setup and multiscale annealing: {t_anneal:.2f} s ({n_coarse} "
           f"iterations on {ncl[0]} x {ncl[1]} centroids, {n_fine} on the points)", flush=True)
     vals, elapsed = [], []
     for k in range(args.iters):
@@ -74,7 +109,8 @@ def main():
     for k in range(len(v)):
         print(f"| {k + 1} | {elapsed[k]:.2f} | {v[k]:.10f} | {abs(v[k] - v[-1]) / abs(v[-1]):.2e} |")
     print(f"\npeak resident memory {rss1:.0f} MB, {rss1 - rss0:.0f} MB above the process's before "
-          f"the problem (inputs {(X.nbytes + Y.nbytes) / 1e6:.1f} MB)")
+          f"the problem (inputs {(X.nbytes + Y.nbytes) / 1e6:.1f} MB)", flush=True)
+    return np.array([t_anneal] + elapsed), v, pb.be.lazy_kept_fraction(pb.st)
 
 
 if __name__ == "__main__":

@@ -13,8 +13,10 @@ the target reg are preceded by one annealing stage per temperature of the
 schedule :func:`eps_schedule` (from the diameter of the data down to reg),
 each warm-started from the previous stage's dual potentials, on the same
 launchers.  With ``multiscale`` (:func:`multiscale_anneal`, GeomLoss's
-coarse-to-fine scheme without kernel truncation) the stages hotter than the
-voxel scale run on the voxel centroids of both clouds.
+coarse-to-fine scheme) the stages hotter than the voxel scale run on the
+voxel centroids of both clouds, and the half-steps on the points skip the
+voxel pairs that bounds rule out (kernel truncation, within
+``_config.LAZY_TRUNCATION_TOL``).
 
 Shared by ``numbaot.bregman`` (the empirical calls), ``numbaot.gradients``
 (point-cloud values and gradients) and ``numbaot.distributed`` (which takes
@@ -26,14 +28,15 @@ import warnings
 
 import numpy as np
 
-from . import _checks, _dispatch, _loops
+from . import _checks, _config, _dispatch, _loops
 from ._config import EPS_SCALING_STAGE_ITERS, MULTISCALE_CLUSTERS
 from .cpu import empirical as cpu_empirical
 
 __all__ = ["LAZY_METRICS", "LazyPlan", "backend", "check_batch_size", "check_clouds",
            "check_point_scale", "check_points", "check_scaling", "cluster_scale",
            "eps_schedule", "lazy_anneal", "lazy_loop", "lazy_setup", "lazy_solve", "max_diameter",
-           "multiscale_anneal", "row_marginal_l1", "set_temperature", "voxel_clusters"]
+           "multiscale_anneal", "row_marginal_l1", "set_temperature", "truncation_clusters",
+           "voxel_clusters"]
 
 #: the costs the lazy kernels recompute, by their kernel code
 LAZY_METRICS = {"sqeuclidean": 0, "euclidean": 1}
@@ -247,12 +250,11 @@ def cluster_scale(Xs, Xt):
     return max_diameter(Xs, Xt) / (np.sqrt(d) * MULTISCALE_CLUSTERS ** (1.0 / d))
 
 
-def voxel_clusters(X, w, h):
-    """The clouds' coarse version: X (n >= 1, d) float64 with weights w (n,) >= 0,
-    grouped by voxels of side h > 0 (point i in voxel floor(X_i / h)).
-    Returns the weighted centroids (k, d) and masses (k,) of the k voxels of
-    positive mass (a voxel of zero mass has no part in the coarse problem),
-    float64, voxels in lexicographic order of their integer coordinates."""
+def _voxel_labels(X, h):
+    """The voxel of each point of X (n, d) float64 for voxels of side h > 0
+    (point i in voxel floor(X_i / h)): labels (n,) int64 numbering the
+    occupied voxels 0, 1, ... in lexicographic order of their integer
+    coordinates."""
     cells = np.floor(X / h)
     cells -= cells.min(axis=0)
     extent = cells.max(axis=0) + 1.0
@@ -261,7 +263,16 @@ def voxel_clusters(X, w, h):
         _, label = np.unique(key, return_inverse=True)
     else:  # too many voxels in the bounding box for one key: rows as keys (slower)
         _, label = np.unique(cells, axis=0, return_inverse=True)
-    label = label.ravel()
+    return label.ravel().astype(np.int64)
+
+
+def voxel_clusters(X, w, h):
+    """The clouds' coarse version: X (n >= 1, d) float64 with weights w (n,) >= 0,
+    grouped by voxels of side h > 0 (point i in voxel floor(X_i / h)).
+    Returns the weighted centroids (k, d) and masses (k,) of the k voxels of
+    positive mass (a voxel of zero mass has no part in the coarse problem),
+    float64, voxels in lexicographic order of their integer coordinates."""
+    label = _voxel_labels(X, h)
     mass = np.bincount(label, weights=w)
     keep = mass > 0
     centroid = np.empty((mass.size, X.shape[1]))
@@ -270,6 +281,65 @@ def voxel_clusters(X, w, h):
     with np.errstate(invalid="ignore", divide="ignore"):
         centroid /= mass[:, None]
     return np.ascontiguousarray(centroid[keep]), mass[keep]
+
+
+class Clusters:
+    """A cloud cut into voxels for kernel truncation
+    (:func:`truncation_clusters`).
+
+    Attributes
+    ----------
+    perm : ndarray (n,), int64
+        The points in voxel order: voxel k holds the points
+        ``perm[ptr[k]:ptr[k + 1]]``.
+    ptr : ndarray (k + 1,), int64
+        Voxel boundaries in that order.
+    center : ndarray (k, d), float64
+        Each voxel's mean point.
+    radius : ndarray (k,), float64
+        The largest distance from a voxel's centre to its points (rounded up
+        by a relative 1e-12, so that the bounds built on it hold in floating
+        point).
+    label : ndarray (n,), int64
+        The voxel of each point in voxel order (``label[ptr[k]:ptr[k + 1]] == k``).
+    """
+
+
+def truncation_clusters(X, points=None):
+    """Cut the cloud X (n >= 1, d) float64 into voxels of about ``points``
+    points each (default ``_config.LAZY_TRUNCATION_CLUSTER_POINTS``): the
+    side h is chosen for n / points voxels in the bounding box, then
+    rescaled once by the occupancy found (a cloud on a surface fills fewer
+    voxels than its box).  Returns :class:`Clusters`."""
+    points = _config.LAZY_TRUNCATION_CLUSTER_POINTS if points is None else points
+    n, d = X.shape
+    span = np.maximum(X.max(axis=0) - X.min(axis=0), 0.0)
+    diam = float(np.sqrt(np.sum(span ** 2)))
+    target = max(1.0, n / points)
+    if diam == 0.0 or target <= 1.0:
+        label = np.zeros(n, np.int64)
+    else:
+        vol = float(np.prod(np.maximum(span, diam * 1e-3)))
+        h = (vol / target) ** (1.0 / d)
+        label = _voxel_labels(X, h)
+        found = label.max() + 1
+        if found < 0.5 * target or found > 2.0 * target:  # one rescale by the occupancy
+            h *= (found / target) ** (1.0 / d)
+            label = _voxel_labels(X, h)
+    cl = Clusters()
+    cl.perm = np.argsort(label, kind="stable").astype(np.int64)
+    counts = np.bincount(label)
+    cl.ptr = np.concatenate(([0], np.cumsum(counts))).astype(np.int64)
+    cl.label = np.repeat(np.arange(counts.size, dtype=np.int64), counts)
+    P = X[cl.perm]
+    cl.center = np.empty((counts.size, d))
+    for k in range(d):
+        cl.center[:, k] = np.bincount(cl.label, weights=P[:, k]) / counts
+    dist = np.sqrt(np.sum((P - cl.center[cl.label]) ** 2, axis=1))
+    cl.radius = np.zeros(counts.size)
+    np.maximum.at(cl.radius, cl.label, dist)
+    cl.radius = cl.radius * (1.0 + 1e-12) + 1e-300
+    return cl
 
 
 def _soft_c_transform(be, pb, Ys, Yt, log_w, h, eps):
@@ -286,9 +356,9 @@ def _soft_c_transform(be, pb, Ys, Yt, log_w, h, eps):
         return np.where(np.isneginf(log_w), -np.inf, log_w - lse)
 
 
-def multiscale_anneal(pb, stage_iters=None):
+def multiscale_anneal(pb, stage_iters=None, truncate=True):
     """GeomLoss's multiscale epsilon scaling (Schmitzer 2019; Feydy 2020,
-    ch. 3), without kernel truncation, on the problem ``pb`` (:func:`lazy_setup` with
+    ch. 3) on the problem ``pb`` (:func:`lazy_setup` with
     ``scaling``): both clouds grouped by voxels of side h =
     :func:`cluster_scale`; the temperatures of ``pb.schedule`` above h**p
     (p = 2 for 'sqeuclidean', 1 for 'euclidean') run on the voxel centroids
@@ -296,6 +366,19 @@ def multiscale_anneal(pb, stage_iters=None):
     the points by one soft c-transform each way (:func:`_soft_c_transform`,
     at the first temperature at or below h**p) and the remaining stages run
     on the points (:func:`lazy_anneal`), which leaves ``pb.st`` at reg.
+
+    With ``truncate`` (the default), kernel truncation is on for every
+    half-step on the points from then on, the iterations at reg included
+    (the launchers' ``lazy_truncate`` on :func:`truncation_clusters` of both
+    clouds): a half-step skips the voxel pairs whose terms bounds place below
+    ``log(m / _config.LAZY_TRUNCATION_TOL)`` under the row's largest, so
+    every logsumexp is within ``LAZY_TRUNCATION_TOL`` (1e-10) of the
+    untruncated one (Schmitzer 2019, sec. 3.3, with bounds instead of the
+    coarse plan: the truncation is exact to that tolerance, not a heuristic).
+    It pays at small eps (measured: 4.4x fewer seconds per half-step at eps
+    5e-4 on 2 10^4 points of bench_eps_scaling's clouds, 2.6x at 2e-3); a
+    half-step that would keep most pairs runs untruncated
+    (``_config.LAZY_TRUNCATION_MAX_KEPT``).
 
     Returns (iterations on the centroids, iterations on the points, (k_a,
     k_b) voxels of positive mass)."""
@@ -305,6 +388,8 @@ def multiscale_anneal(pb, stage_iters=None):
     coarse = [e for e in pb.schedule if e > h ** p]
     fine = [e for e in pb.schedule if e <= h ** p]
     be, st = pb.be, pb.st
+    if truncate:
+        be.lazy_truncate(st, truncation_clusters(pb.Xs), truncation_clusters(pb.Xt))
     if not coarse:  # the voxels are as coarse as the hottest temperature: no coarse stage
         return 0, lazy_anneal(be, st, pb.log_a, pb.log_b, fine, pb.reg, stage_iters), (0, 0)
     Xc, A = voxel_clusters(pb.Xs, pb.a, h)
@@ -502,8 +587,12 @@ def lazy_solve(X_s, X_t, reg, a, b, metric, numIterMax, stopThr, batchSize, verb
     included; POT's 'niter' is the index of the last one at reg).  With
     ``multiscale`` (and ``scaling``) the annealing is
     :func:`multiscale_anneal`'s, and the log also has 'niter_coarse' (the
-    iterations on the voxel centroids, counted in 'niter_scaling') and
-    'n_clusters' (the voxels of positive mass of each cloud).
+    iterations on the voxel centroids, counted in 'niter_scaling'),
+    'n_clusters' (the voxels of positive mass of each cloud) and
+    'kept_fraction' (the fraction of the n m point pairs in the voxel pairs
+    that the last truncation pattern of each half-step kept, source rows then
+    target rows; above ``_config.LAZY_TRUNCATION_MAX_KEPT`` the untruncated
+    kernel ran instead; 1.0 before any pattern).
 
     Returns
     -------
@@ -541,5 +630,6 @@ def lazy_solve(X_s, X_t, reg, a, b, metric, numIterMax, stopThr, batchSize, verb
             lg.update(eps_schedule=pb.schedule, niter_scaling=n_anneal,
                       niter_total=n_anneal + n_final)
             if multiscale:
-                lg.update(niter_coarse=n_coarse, n_clusters=n_clusters)
+                lg.update(niter_coarse=n_coarse, n_clusters=n_clusters,
+                          kept_fraction=be.lazy_kept_fraction(st))
     return f_out, g_out, lg, be, (pb if problem else st)

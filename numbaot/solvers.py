@@ -18,7 +18,7 @@ solve:
   'geomloss_online', 'geomloss_tensorized' or 'geomloss_multiscale' (POT
   delegates these to GeomLoss): natively, with epsilon scaling
   (``scaling``) on the same kernels, no torch ('geomloss_multiscale' runs
-  the hot stages on voxel centroids; no kernel truncation yet).
+  the hot stages on voxel centroids and truncates the kernel on the points).
 
 The other cases of POT's solvers (exact OT, 'L2'/'TV' penalties, custom
 regularisers, the other large-scale methods of ``solve_sample``) raise
@@ -501,9 +501,17 @@ def solve_sample(X_a, X_b, a=None, b=None, metric="sqeuclidean", reg=None, c=Non
     almost free (10^4 points in 3-D, reg 0.05: relative error 2e-4 in 0.21-
     0.33 s against 0.74-2.7 s for 'geomloss_online', BENCHMARKS.md).  Its
     log adds 'niter_coarse' (iterations on the centroids, counted in
-    'niter_scaling') and 'n_clusters' (voxels of positive mass per cloud).
-    Kernel truncation (skipping negligible voxel pairs at the fine scale) is
-    not built: the fine iterations visit every pair of points.
+    'niter_scaling'), 'n_clusters' (voxels of positive mass per cloud) and
+    'kept_fraction'.  On the points, its half-steps skip the pairs of
+    voxels (of about 32 points) whose terms bounds from the voxels' centres,
+    radii and largest potentials place more than log(m / 1e-10) below each
+    row's largest (kernel truncation [5]_, exact to
+    ``_config.LAZY_TRUNCATION_TOL`` = 1e-10 per logsumexp, recomputed at
+    every half-step; 'kept_fraction': the pairs the last patterns kept).  It
+    pays at small ``reg`` relative to the squared diameter (a half-step on
+    2 10^4 points in 3-D 2.6x faster at reg 2e-3, 4.4x at 5e-4); at reg 0.05
+    on the unit cube nothing can be skipped and the untruncated kernel
+    runs.
 
     Parameters
     ----------

@@ -195,6 +195,88 @@ def test_multiscale_matches_pot_lazy(d, reg):
     assert lg["niter_total"] == lg["niter_scaling"] + lg["niter"] + 1
 
 
+# --------------------------------------------------------------------------
+# kernel truncation: the voxel pairs bounds rule out are skipped
+# --------------------------------------------------------------------------
+@pytest.fixture
+def always_truncate(monkeypatch):
+    """Every half-step truncated (however many pairs the pattern keeps) on
+    voxels of 4 points: small tests then skip pairs too."""
+    from numbaot import _config
+    monkeypatch.setattr(_config, "LAZY_TRUNCATION_MAX_KEPT", 1.0)
+    monkeypatch.setattr(_config, "LAZY_TRUNCATION_CLUSTER_POINTS", 4)
+
+
+@pytest.mark.parametrize("metric", [0, 1])
+@pytest.mark.parametrize("d,reg", [(2, 1e-3), (3, 2e-3), (2, 1e-5)])
+def test_truncated_half_step_against_dense_logsumexp(always_truncate, metric, d, reg):
+    """A truncated half-step against scipy's logsumexp over the dense cost
+    matrix (float64): within LAZY_TRUNCATION_TOL (1e-10) plus rounding, with
+    zero weights among the columns (w = -inf) and potentials of both signs,
+    while skipping most pairs.  At reg 1e-5 the bounds' slack (|c| times the
+    voxels' size squared) exceeds the float range: the rows take the online
+    fallback."""
+    from scipy.special import logsumexp
+    from numbaot import _config
+    from numbaot.cpu import empirical as cpu_emp
+
+    rng = np.random.default_rng(d)
+    n, m = 300, 260
+    X, Y = rng.random((n, d)), rng.random((m, d)) * 0.8 + 0.1
+    C = ((X[:, None, :] - Y[None, :, :]) ** 2).sum(-1)
+    if metric == 1:
+        C = np.sqrt(C)
+    g = rng.normal(size=m) * 2.0
+    g[::11] = -np.inf
+    st = cpu_emp.LazyState(X, Y, np.zeros(n), np.zeros(m), np.zeros(n), g.copy(), -1.0 / reg,
+                           metric, np.float64)
+    cpu_emp.lazy_truncate(st, _lazy.truncation_clusters(X), _lazy.truncation_clusters(Y))
+    out = np.full(n, np.nan)
+    cpu_emp._half_step(st, 0, g, out)
+    ref = logsumexp(g[None, :] - C / reg, axis=1)
+    np.testing.assert_allclose(out, ref, rtol=1e-13, atol=_config.LAZY_TRUNCATION_TOL)
+    kept_rows, _ = cpu_emp.lazy_kept_fraction(st)
+    assert kept_rows < 0.5, kept_rows
+
+
+def test_truncation_clusters_partition():
+    """Every point in exactly one voxel, voxels contiguous in ``perm``,
+    centres the voxels' means and radii the largest distance to them
+    (against a loop over the voxels)."""
+    rng = np.random.default_rng(3)
+    X = rng.random((1000, 3))
+    cl = _lazy.truncation_clusters(X, 10)
+    assert np.array_equal(np.sort(cl.perm), np.arange(1000))
+    k = cl.center.shape[0]
+    assert 50 <= k <= 200 and cl.ptr[0] == 0 and cl.ptr[-1] == 1000
+    for v in range(k):
+        pts = X[cl.perm[cl.ptr[v]:cl.ptr[v + 1]]]
+        assert len(pts) > 0 and np.all(cl.label[cl.ptr[v]:cl.ptr[v + 1]] == v)
+        np.testing.assert_allclose(cl.center[v], pts.mean(0), rtol=1e-12)
+        r = np.sqrt(((pts - pts.mean(0)) ** 2).sum(1)).max()
+        assert r <= cl.radius[v] <= r * (1 + 1e-9) + 1e-12
+
+
+@pytest.mark.parametrize("metric", ["sqeuclidean", "euclidean"])
+def test_multiscale_truncated_matches_pot(always_truncate, metric):
+    """'geomloss_multiscale' with every half-step on the points truncated
+    (voxels of 4 points, reg 2e-3 on 2-D clouds: a third of the pairs skipped) gives
+    POT's value, potentials and plan at reg (the truncation's 1e-10 per
+    logsumexp is below the tolerances)."""
+    X, Y = _clouds(70, 55, 2, seed=5)
+    reg = 2e-3 if metric == "sqeuclidean" else 5e-3
+    res = numbaot.solve_sample(X, Y, reg=reg, metric=metric, method="geomloss_multiscale",
+                               scaling=0.7, tol=TIGHT, max_iter=100000)
+    if metric == "sqeuclidean":
+        _check_against_pot(res, X, Y, reg)
+    else:
+        ref = ot.bregman.empirical_sinkhorn2(X, Y, reg, metric="euclidean", isLazy=True,
+                                             stopThr=TIGHT, numIterMax=100000)
+        np.testing.assert_allclose(res.value_linear, ref, **F64)
+    kept = res.log["kept_fraction"]  # the last patterns (measured 0.66-0.67 here)
+    assert max(kept) < 0.75, kept
+
+
 @pytest.mark.parametrize("d", [3, 40])
 def test_voxel_clusters_against_a_loop(d):
     """Centroids and masses of the voxels of positive mass, against a dict of

@@ -21,17 +21,19 @@ import math
 import numpy as np
 from numba import njit, prange
 
+from .. import _config
 from .._config import (COL_BLOCK, JIT_OPTIONS, LAZY_F32_ROW_FLOOR, LAZY_F32_SCALE_BUDGET,
                        LOG_F32_SWITCH_ERR, ROW_SUM_FLOOR)
 from ._math import fast_exp_f32_ftz, fast_exp_ftz
 
-__all__ = ["lazy_lse", "lazy_lse_f32", "lazy_loss", "lazy_block", "lazy_grad",
-           "LazyState", "lazy_steps", "lazy_row_lse", "lazy_note_error", "lazy_potentials",
-           "lazy_outputs", "lazy_transport_cost"]
+__all__ = ["lazy_lse", "lazy_lse_f32", "lazy_lse_trunc", "trunc_pattern", "voxel_wmax",
+           "lazy_loss", "lazy_block", "lazy_grad",
+           "LazyState", "lazy_steps", "lazy_row_lse", "lazy_truncate", "lazy_kept_fraction",
+           "lazy_note_error", "lazy_potentials", "lazy_outputs", "lazy_transport_cost"]
 
 #: the launcher contract shared with numbaot.cuda.empirical
-LAUNCHERS = ("LazyState", "lazy_steps", "lazy_row_lse", "lazy_note_error", "lazy_potentials",
-             "lazy_outputs", "lazy_transport_cost")
+LAUNCHERS = ("LazyState", "lazy_steps", "lazy_row_lse", "lazy_truncate", "lazy_kept_fraction",
+             "lazy_note_error", "lazy_potentials", "lazy_outputs", "lazy_transport_cost")
 
 _PAR = dict(JIT_OPTIONS, parallel=True)
 _SER = dict(JIT_OPTIONS)
@@ -58,14 +60,12 @@ def _costs(X, i, Yt, j0, ln, metric, buf):
 
 
 @njit(**_SER)
-def _row_lse_online(X, i, Yt, w, c, metric, buf):
-    """LSE_j (w_j + c cost_ij) by blocks with a running (max, sum) pair
-    (Viehmann's online logsumexp); the safe path."""
-    m = Yt.shape[1]
-    mx = -np.inf
-    s = 0.0
-    for j0 in range(0, m, COL_BLOCK):
-        ln = min(COL_BLOCK, m - j0)
+def _range_lse_online(X, i, Yt, w, c, metric, lo, hi, buf, mx, s):
+    """Merge the terms w_j + c cost_ij, j in [lo, hi), into the running
+    (max, scaled sum) pair (mx, s) of Viehmann's online logsumexp, by blocks;
+    returns the new pair."""
+    for j0 in range(lo, hi, COL_BLOCK):
+        ln = min(COL_BLOCK, hi - j0)
         _costs(X, i, Yt, j0, ln, metric, buf)
         bm = -np.inf
         for t in range(ln):
@@ -81,6 +81,14 @@ def _row_lse_online(X, i, Yt, w, c, metric, buf):
             mx = bm
         else:
             s += bs * fast_exp_ftz(bm - mx)
+    return mx, s
+
+
+@njit(**_SER)
+def _row_lse_online(X, i, Yt, w, c, metric, buf):
+    """LSE_j (w_j + c cost_ij) by blocks with a running (max, sum) pair
+    (Viehmann's online logsumexp); the safe path."""
+    mx, s = _range_lse_online(X, i, Yt, w, c, metric, 0, Yt.shape[1], buf, -np.inf, 0.0)
     return mx + math.log(s) if mx > -np.inf else -np.inf
 
 
@@ -160,6 +168,186 @@ def lazy_lse_f32(X, Yt, X32, Yt32, w, c, metric, out):
             out[i] = W + math.log(s)
         else:
             out[i] = _row_lse_online(X, i, Yt, w, c, metric, np.empty(COL_BLOCK))
+
+
+# --------------------------------------------------------------------------
+# Kernel truncation (the multiscale path): voxel pairs skipped by bounds
+# --------------------------------------------------------------------------
+@njit(**_PAR)
+def voxel_wmax(wp, col_ptr, wmax, jstar):
+    """wmax[J] = max of wp over voxel J's columns [col_ptr[J], col_ptr[J + 1])
+    and jstar[J] the first column where it is reached (-inf and the voxel's
+    first column when every w there is -inf)."""
+    for J in prange(col_ptr.size - 1):
+        mx = -np.inf
+        at = col_ptr[J]
+        for j in range(col_ptr[J], col_ptr[J + 1]):
+            if wp[j] > mx:
+                mx = wp[j]
+                at = j
+        wmax[J] = mx
+        jstar[J] = at
+
+
+@njit(**_SER)
+def _voxel_bounds(I, Cr, Rr, Cc, Rc, Pct, wmax, jstar, c, metric, U):
+    """For row voxel I against every column voxel J: U[J] = wmax_J + c
+    dmin_IJ^p, an upper bound of every term w_j + c cost(x_i, y_j) with x_i
+    in I, y_j in J (dmin = |centre_I - centre_J| - r_I - r_J, at least 0;
+    p = 2 for metric 0, 1 for metric 1; c < 0).  Returns L, a lower bound of
+    the largest term of every row of I: max_J wmax_J + c (|centre_I -
+    y_jstar(J)| + r_I)^p."""
+    d = Cr.shape[1]
+    L = -np.inf
+    for J in range(Cc.shape[0]):
+        if wmax[J] == -np.inf:
+            U[J] = -np.inf
+            continue
+        dc = 0.0
+        dy = 0.0
+        js = jstar[J]
+        for k in range(d):
+            e = Cr[I, k] - Cc[J, k]
+            dc += e * e
+            e = Cr[I, k] - Pct[k, js]
+            dy += e * e
+        dmin = max(math.sqrt(dc) - Rr[I] - Rc[J], 0.0)
+        dmax = math.sqrt(dy) + Rr[I]
+        if metric == 0:
+            dmin *= dmin
+            dmax *= dmax
+        U[J] = wmax[J] + c * dmin
+        L = max(L, wmax[J] + c * dmax)
+    return L
+
+
+@njit(**_PAR)
+def trunc_pattern(Cr, Rr, Cc, Rc, Pct, col_ptr, wmax, jstar, c, metric, tau, fill,
+                  n_kept, jptr, jlist):
+    """The voxel pairs a truncated half-step reads.  Row voxels: centres Cr
+    (Kr, d), radii Rr (Kr,); column voxels: Cc (Kc, d), Rc (Kc,), their points
+    Pct (d, m) in voxel order (voxel J = columns [col_ptr[J], col_ptr[J + 1])),
+    ``voxel_wmax``'s wmax, jstar.  Row voxel I keeps the column voxels J with
+    U_IJ >= L_I - tau (:func:`_voxel_bounds`): the others hold no term within
+    tau of any of its rows' largest.
+
+    fill False: n_kept[0, I] = the number of column voxels I keeps,
+    n_kept[1, I] = the columns they hold (n_kept (2, Kr): the kept fraction
+    from Kr numbers).  fill True: those voxels, in increasing order, as
+    jlist[jptr[I]:jptr[I + 1]] (jptr from the counts)."""
+    Kc = Cc.shape[0]
+    for I in prange(Cr.shape[0]):
+        U = np.empty(Kc)
+        cut = _voxel_bounds(I, Cr, Rr, Cc, Rc, Pct, wmax, jstar, c, metric, U) - tau
+        q = jptr[I] if fill else 0
+        cols = 0
+        for J in range(Kc):
+            if U[J] >= cut and U[J] > -np.inf:
+                if fill:
+                    jlist[q] = J
+                q += 1
+                cols += col_ptr[J + 1] - col_ptr[J]
+        if not fill:
+            n_kept[0, I] = q
+            n_kept[1, I] = cols
+
+
+@njit(**_SER)
+def _point_voxel_bounds(Pr, i, candC, candY, candR, candW, q0, nq, metric, c, ub, lb):
+    """For row point i against the candidate voxels q0 .. q0 + nq - 1 (their
+    centres candC (d, T), largest-w points candY (d, T), radii candR (T,),
+    largest w candW (T,): ``trunc_pattern``'s jlist gathered): ub[q] =
+    candW + c max(|x_i - centre| - r, 0)^p bounds every term of the voxel
+    from above, lb[q] = candW + c |x_i - y|^p is one of its terms.
+    Coordinates in the outer loop, candidates in the inner one (SIMD), as
+    :func:`_costs`."""
+    base = np.uint64(q0)
+    xk = Pr[i, 0]
+    for q in range(nq):
+        e = xk - candC[0, base + np.uint64(q)]
+        ub[q] = e * e
+        e = xk - candY[0, base + np.uint64(q)]
+        lb[q] = e * e
+    for k in range(1, Pr.shape[1]):
+        xk = Pr[i, k]
+        for q in range(nq):
+            e = xk - candC[k, base + np.uint64(q)]
+            ub[q] += e * e
+            e = xk - candY[k, base + np.uint64(q)]
+            lb[q] += e * e
+    for q in range(nq):
+        dmin = max(math.sqrt(ub[q]) - candR[base + np.uint64(q)], 0.0)
+        if metric == 0:
+            ub[q] = candW[base + np.uint64(q)] + c * (dmin * dmin)
+            lb[q] = candW[base + np.uint64(q)] + c * lb[q]
+        else:
+            ub[q] = candW[base + np.uint64(q)] + c * dmin
+            lb[q] = candW[base + np.uint64(q)] + c * math.sqrt(lb[q])
+
+
+@njit(**_PAR)
+def lazy_lse_trunc(Pr, Pct, wp, c, metric, tau, row_label, col_ptr, jptr, jlist,
+                   candC, candY, candR, candW, row_perm, out):
+    """``lazy_lse`` on the voxel pairs of ``trunc_pattern``, each row refined
+    by its own bounds: rows Pr (n, d) and columns Pct (d, m) in voxel order,
+    wp (m,) the column weights in that order.  Row i (voxel I =
+    row_label[i]) bounds each candidate voxel J = jlist[q], q in
+    [jptr[I], jptr[I + 1]), by :func:`_point_voxel_bounds` and sums
+    exp(wp_j + c cost_ij - S) over the voxels with U >= L - tau (L: the
+    largest of its lower bounds, a term of the row; S: the largest U kept, a
+    bound of every term: no max pass, no overflow), adjacent voxels read as
+    one range; a sum below ROW_SUM_FLOOR is redone by the online pass over
+    the same voxels.  out[row_perm[i]] = the logsumexp (out in the caller's
+    point order).  The terms skipped are each below L - tau: at most m e^-tau
+    of the row's sum together."""
+    n = Pr.shape[0]
+    for i in prange(n):
+        I = row_label[i]
+        q0 = jptr[I]
+        nq = jptr[I + 1] - q0
+        ub = np.empty(max(nq, 1))
+        lb = np.empty(max(nq, 1))
+        _point_voxel_bounds(Pr, i, candC, candY, candR, candW, q0, nq, metric, c, ub, lb)
+        L = -np.inf
+        for q in range(nq):
+            L = max(L, lb[q])
+        cut = L - tau
+        S = -np.inf
+        for q in range(nq):
+            if ub[q] >= cut:
+                S = max(S, ub[q])
+        buf = np.empty(COL_BLOCK)
+        s = 0.0
+        lo = 0
+        hi = 0  # the current run of adjacent kept voxels, [lo, hi)
+        for q in range(nq + 1):
+            if q < nq and ub[q] >= cut:
+                J = jlist[q0 + q]
+                if col_ptr[J] == hi and hi > lo:
+                    hi = col_ptr[J + 1]
+                    continue
+                nlo, nhi = col_ptr[J], col_ptr[J + 1]
+            else:
+                nlo, nhi = 0, 0
+            for j0 in range(lo, hi, COL_BLOCK):  # the run ends: sum it
+                ln = min(COL_BLOCK, hi - j0)
+                _costs(Pr, i, Pct, j0, ln, metric, buf)
+                base = np.uint64(j0)
+                for t in range(ln):
+                    s += fast_exp_ftz(wp[base + np.uint64(t)] + c * buf[t] - S)
+            lo, hi = nlo, nhi
+        if s > ROW_SUM_FLOOR:
+            res = S + math.log(s)
+        else:
+            mx = -np.inf
+            acc = 0.0
+            for q in range(nq):
+                if ub[q] >= cut:
+                    J = jlist[q0 + q]
+                    mx, acc = _range_lse_online(Pr, i, Pct, wp, c, metric, col_ptr[J],
+                                                col_ptr[J + 1], buf, mx, acc)
+            res = mx + math.log(acc) if mx > -np.inf else -np.inf
+        out[row_perm[i]] = res
 
 
 @njit(**_PAR)
@@ -289,6 +477,7 @@ class LazyState:
             self.cost_scale = (diam ** 2 if metric == 0 else diam) * (Xs.shape[1] + 4)
             self.Xs32, self.Xt32 = Xs.astype(np.float32), Xt.astype(np.float32)
             self.Xs_t32, self.Xt_t32 = self.Xs_t.astype(np.float32), self.Xt_t.astype(np.float32)
+        self.trunc = None  # kernel truncation (:func:`lazy_truncate`)
 
 
 def lanes32_ok(st):
@@ -299,10 +488,64 @@ def lanes32_ok(st):
     return st.lanes32 and abs(st.c) * st.cost_scale <= LAZY_F32_SCALE_BUDGET
 
 
-def _half_step(st, X, Yt, X32, Yt32, w, out):
+class _Truncation:
+    """Both clouds in voxel order for the truncated half-steps
+    (:func:`lazy_truncate`): ``cl[k]``, ``P[k]`` (points in voxel order),
+    ``Pt[k]`` (the same transposed), ``tau[k]`` for the half-step whose rows
+    are cloud k (0: source, 1: target), ``kept[k]`` the fraction of pairs
+    its last pattern kept."""
+
+    def __init__(self, Xs, Xt, cs, ct, tol):
+        self.cl = (cs, ct)
+        self.P = (np.ascontiguousarray(Xs[cs.perm]), np.ascontiguousarray(Xt[ct.perm]))
+        self.Pt = tuple(np.ascontiguousarray(P.T) for P in self.P)
+        self.tau = (math.log(Xt.shape[0] / tol), math.log(Xs.shape[0] / tol))
+        self.kept = [1.0, 1.0]
+
+
+def _truncated_lse(tr, side, w, c, metric, out):
+    """out = the half-step's logsumexps (rows: cloud ``side``, columns the
+    other, column weights w) on the voxel pairs that bounds cannot rule out
+    (:func:`trunc_pattern`, :func:`lazy_lse_trunc`).  Returns False, out
+    untouched, when the pattern keeps more than
+    ``_config.LAZY_TRUNCATION_MAX_KEPT`` of the pairs (read at each call)."""
+    rc, cc = tr.cl[side], tr.cl[1 - side]
+    Kr, Kc = rc.center.shape[0], cc.center.shape[0]
+    wp = w[cc.perm]
+    wmax, jstar = np.empty(Kc), np.empty(Kc, np.int64)
+    voxel_wmax(wp, cc.ptr, wmax, jstar)
+    n_kept = np.empty((2, Kr), np.int64)
+    none = np.empty(0, np.int64)
+    args = (rc.center, rc.radius, cc.center, cc.radius, tr.Pt[1 - side], cc.ptr, wmax, jstar,
+            c, metric, tr.tau[side])
+    trunc_pattern(*args, False, n_kept, none, none)
+    n, m = rc.perm.size, cc.perm.size
+    tr.kept[side] = float(np.dot(np.diff(rc.ptr), n_kept[1])) / (n * m)
+    if tr.kept[side] > _config.LAZY_TRUNCATION_MAX_KEPT:
+        return False
+    jptr = np.zeros(Kr + 1, np.int64)
+    np.cumsum(n_kept[0], out=jptr[1:])
+    jlist = np.empty(jptr[-1], np.int64)
+    trunc_pattern(*args, True, n_kept, jptr, jlist)
+    # the candidates' bounds data, gathered once per half-step (SIMD per row)
+    candC = np.ascontiguousarray(cc.center[jlist].T)
+    candY = np.ascontiguousarray(tr.Pt[1 - side][:, jstar[jlist]])
+    lazy_lse_trunc(tr.P[side], tr.Pt[1 - side], wp, c, metric, tr.tau[side], rc.label,
+                   cc.ptr, jptr, jlist, candC, candY, cc.radius[jlist], wmax[jlist], rc.perm,
+                   out)
+    return True
+
+
+def _half_step(st, side, w, out):
+    """out = LSE over the other cloud of (w_j + c cost) for the rows of
+    cloud ``side`` (0: source, 1: target): float32 lanes where
+    :func:`lanes32_ok`, else truncated where :func:`lazy_truncate` set it up
+    and the pattern skips enough, else ``lazy_lse``."""
+    X, Yt, X32, Yt32 = ((st.Xs, st.Xt_t, st.Xs32, st.Xt_t32) if side == 0
+                        else (st.Xt, st.Xs_t, st.Xt32, st.Xs_t32))
     if lanes32_ok(st):
         lazy_lse_f32(X, Yt, X32, Yt32, w, st.c, st.metric, out)
-    else:
+    elif st.trunc is None or not _truncated_lse(st.trunc, side, w, st.c, st.metric, out):
         lazy_lse(X, Yt, w, st.c, st.metric, out)
 
 
@@ -311,9 +554,9 @@ def lazy_steps(st, n_steps):
     cost_ij), then g = log b - LSE_i(f_i + c cost_ij) (the LSE over every
     process's rows with a reduction hook)."""
     for _ in range(n_steps):
-        _half_step(st, st.Xs, st.Xt_t, st.Xs32, st.Xt_t32, st.g, st.lse_f)
+        _half_step(st, 0, st.g, st.lse_f)
         st.f = st.log_a - st.lse_f
-        _half_step(st, st.Xt, st.Xs_t, st.Xt32, st.Xs_t32, st.f, st.lse_g)
+        _half_step(st, 1, st.f, st.lse_g)
         if st.reduction is not None:
             st.reduction.col_logsumexp(st.lse_g)
         st.g = st.log_b - st.lse_g
@@ -322,9 +565,34 @@ def lazy_steps(st, n_steps):
 def lazy_row_lse(st):
     """(f, LSE_j(g_j + c cost_ij)) as host float64 arrays (n,), (n,): the
     row marginal of the current plan is exp(f + LSE) (POT's stopping test).
-    Always in float64 lanes: the test measures the iterate exactly."""
-    lazy_lse(st.Xs, st.Xt_t, st.g, st.c, st.metric, st.lse_f)
+    Always in float64 lanes: the test measures the iterate exactly (within
+    ``LAZY_TRUNCATION_TOL`` when truncated)."""
+    if st.trunc is None or not _truncated_lse(st.trunc, 0, st.g, st.c, st.metric, st.lse_f):
+        lazy_lse(st.Xs, st.Xt_t, st.g, st.c, st.metric, st.lse_f)
     return st.f, st.lse_f
+
+
+def lazy_truncate(st, clusters_s, clusters_t, tol=None):
+    """Turn kernel truncation on for the state's next half-steps (and
+    stopping tests): the voxels ``clusters_s``, ``clusters_t``
+    (``numbaot._lazy.truncation_clusters`` of the source and target points)
+    and the tolerance ``tol`` (default ``_config.LAZY_TRUNCATION_TOL``):
+    every truncated logsumexp is within ``tol`` of the untruncated one.
+    Float32 lanes, where they run, take precedence (large eps, where nothing
+    would be skipped).  Not with a reduction hook (the processes would need
+    each other's voxels)."""
+    if st.reduction is not None:
+        raise ValueError("kernel truncation needs every source point in one process")
+    tol = _config.LAZY_TRUNCATION_TOL if tol is None else tol
+    st.trunc = _Truncation(st.Xs, st.Xt, clusters_s, clusters_t, tol)
+
+
+def lazy_kept_fraction(st):
+    """(source rows, target rows): the fraction of the n m point pairs in the
+    voxel pairs that the last truncation pattern of each half-step kept
+    (above ``_config.LAZY_TRUNCATION_MAX_KEPT`` the untruncated kernel ran instead);
+    1.0 without truncation or before any pattern."""
+    return (1.0, 1.0) if st.trunc is None else tuple(st.trunc.kept)
 
 
 def lazy_note_error(st, err):
