@@ -16,6 +16,7 @@ every caller has them.
 import numpy as np
 
 from . import _checks, _config, _dispatch, _loops
+from ._lazy import eps_schedule, rescaled
 from .cpu import _small
 
 
@@ -99,13 +100,21 @@ def knopp_outputs(P, solved, log, want_loss):
 # --------------------------------------------------------------------------
 # log domain
 # --------------------------------------------------------------------------
-def log_solve(P, reg, numItermax, stopThr, warmstart):
+def log_solve(P, reg, numItermax, stopThr, warmstart, scaling=None):
     """Run POT's log-domain Sinkhorn (a stopping test per problem) on
-    problem ``P``.  Returns (launcher module, state, the result dict of
-    ``_loops.log_loop``)."""
+    problem ``P``, after :func:`log_anneal`'s epsilon scaling when
+    ``scaling`` (a checked float in (0, 1)) is given and ``warmstart`` is
+    not.  Returns (launcher module, state, the result dict of
+    ``_loops.log_loop``, plus 'eps_schedule' and 'niter_scaling' with
+    ``scaling``)."""
     _checks.check_balanced(P, reg)
     be = backend(P)
     loga, logb, u, v = _loops.log_start(P, warmstart)
+    schedule, n_anneal = [], 0
+    if scaling is not None and warmstart is None:
+        schedule = eps_schedule(P.absmax, reg, scaling)
+        if schedule:
+            u, v, n_anneal = log_anneal(be, P, loga, logb, u, v, schedule, reg)
     st = be.LogState(P.M, -1.0 / reg, loga, logb, P.b, u, v)
     record = be.log_solve_small(st, numItermax, stopThr)
     if record is not None:
@@ -114,7 +123,32 @@ def log_solve(P, reg, numItermax, stopThr, warmstart):
         res = _loops.log_loop(lambda n, active: be.log_steps(st, n, active),
                               lambda: be.log_errors(st), P.n_problems, P.dtype, numItermax,
                               stopThr)
+    if scaling is not None:
+        res = dict(res, eps_schedule=schedule, niter_scaling=n_anneal)
     return be, st, res
+
+
+def log_anneal(be, P, loga, logb, u, v, schedule, reg, stage_iters=None):
+    """Epsilon scaling for the dense log domain: ``stage_iters`` iterations
+    (default ``_config.EPS_SCALING_STAGE_ITERS``) of the launchers' log
+    solver at each temperature of ``schedule`` (decreasing, all > reg; from
+    eps_0 = max |M_ij|, the squared diameter of the point-cloud path when M
+    holds squared distances), each stage started from the previous one's
+    dual potentials F = eps (log_u - log a), G = eps (log_v - log b) (the
+    potentials carry across temperatures, as ``numbaot._lazy.set_temperature``;
+    Schmitzer 2019, sec. 3.2; Feydy 2020, Alg. 3.5).  Each stage is a fresh
+    launcher state (its first column logsumexp is the stage's first
+    v-update).  Returns the log-scalings (u, v) at ``reg`` (host float64
+    (n_problems, dim)) and the number of iterations made."""
+    stage_iters = _config.EPS_SCALING_STAGE_ITERS if stage_iters is None else stage_iters
+    active = np.ones(P.n_problems, dtype=bool)
+    for k, eps in enumerate(schedule):
+        st = be.LogState(P.M, -1.0 / eps, loga, logb, P.b, u, v)
+        be.log_steps(st, stage_iters, active)
+        u, v = (np.array(x, dtype=np.float64) for x in be.log_potentials(st))
+        eps_next = schedule[k + 1] if k + 1 < len(schedule) else reg
+        u, v = rescaled(u, loga, eps / eps_next), rescaled(v, logb, eps / eps_next)
+    return u, v, len(schedule) * stage_iters
 
 
 def log_outputs(P, solved, log, want_loss):
@@ -128,6 +162,11 @@ def log_outputs(P, solved, log, want_loss):
         log_u = np.asarray(_per_problem(P, u), dtype=P.dtype)
         log_v = np.asarray(_per_problem(P, v), dtype=P.dtype)
         lg = {} if P.n_hists else {"err": res["errs"][0], "niter": res["niter"][0]}
+        if "eps_schedule" in res:  # epsilon scaling (numbaot's ``scaling``)
+            lg.update(eps_schedule=res["eps_schedule"], niter_scaling=res["niter_scaling"])
+            if not P.n_hists:  # every iteration: the annealing's and those at reg
+                n_final = res["niter"][0] + 1 if res["errs"][0] else 0
+                lg["niter_total"] = res["niter_scaling"] + n_final
         lg["log_u"], lg["log_v"] = vector_result(P, log_u), vector_result(P, log_v)
         lg["u"], lg["v"] = vector_result(P, np.exp(log_u)), vector_result(P, np.exp(log_v))
         return lg

@@ -35,7 +35,7 @@ from .cpu import empirical as cpu_empirical
 __all__ = ["LAZY_METRICS", "LazyPlan", "backend", "check_batch_size", "check_clouds",
            "check_point_scale", "check_points", "check_scaling", "cluster_scale",
            "eps_schedule", "lazy_anneal", "lazy_loop", "lazy_setup", "lazy_solve", "max_diameter",
-           "multiscale_anneal", "row_marginal_l1", "set_temperature", "truncation_clusters",
+           "multiscale_anneal", "rescaled", "row_marginal_l1", "set_temperature", "truncation_clusters",
            "voxel_clusters"]
 
 #: the costs the lazy kernels recompute, by their kernel code
@@ -191,7 +191,7 @@ def eps_schedule(eps_0, reg, scaling):
     return [float(e) for e in eps if e > reg]
 
 
-def _rescaled(x, log_w, ratio):
+def rescaled(x, log_w, ratio):
     """log w + ratio (x - log w), -inf where w = 0 (host float64)."""
     x = np.asarray(_dispatch.to_host(x), dtype=np.float64)
     with np.errstate(invalid="ignore"):
@@ -216,8 +216,8 @@ def set_temperature(st, log_a, log_b, eps, eps_new):
     -inf at zero weights, and st.c = -1 / eps_new.  O(n + m) host work (and
     copies on the GPU)."""
     ratio = eps / eps_new
-    _store(st, "f", _rescaled(st.f, log_a, ratio))
-    _store(st, "g", _rescaled(st.g, log_b, ratio))
+    _store(st, "f", rescaled(st.f, log_a, ratio))
+    _store(st, "g", rescaled(st.g, log_b, ratio))
     st.c = -1.0 / eps_new
 
 
