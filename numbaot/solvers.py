@@ -598,9 +598,13 @@ def solve_sample(X_a, X_b, a=None, b=None, metric="sqeuclidean", reg=None, c=Non
         ``LazyPlan`` sliceable as POT's LazyTensor), ``res.potentials`` =
         (f, g) log-scalings, ``res.value_linear``, ``res.log`` (POT's keys
         'err', 'u', 'v', 'niter', 'lazy_plan'), ``res.value`` None.
-        For the "geomloss*" methods: ``res.value`` = OT_reg(a, b) above
-        (<P, C>_F + reg KL(P | a b^T)) and ``res.value_linear`` = <P, C>_F
-        (POT's GeomLoss result has None there), in units of the cost;
+        For the "geomloss*" methods: ``res.value`` = GeomLoss's value, as
+        POT returns it: the dual objective sum_i a_i F_i + sum_j b_j G_j of
+        the returned potentials, which equals OT_reg(a, b) above (<P, C>_F +
+        reg KL(P | a b^T)) at convergence and is a lower bound of it before
+        (closer to it than the plan's primal value at a loose ``tol``), and
+        ``res.value_linear`` = <P, C>_F (POT's GeomLoss result has None
+        there), in units of the cost;
         ``res.potentials`` = GeomLoss's dual potentials (F (n_samples_a,),
         G (n_samples_b,)) in units of the cost, P_ij = a_i b_j
         exp((F_i + G_j - C_ij) / reg) (the log-scalings are
@@ -839,28 +843,34 @@ def _geomloss_online(X_a, X_b, a, b, metric, reg, max_iter, tol, verbose, scalin
                                   multiscale=multiscale)
     st = pb.st
     value_linear = float(be.lazy_transport_cost(st))
-    u, lse_u = (np.array(x, dtype=np.float64) for x in be.lazy_row_lse(st))
-    v = np.array(be.lazy_potentials(st)[1], dtype=np.float64)
-    with np.errstate(invalid="ignore"):
-        r = np.exp(u + lse_u)
-    r[np.isneginf(u)] = 0.0
+    u, v = (np.array(x, dtype=np.float64) for x in be.lazy_potentials(st))
+
+    def lse_a():  # LSE_j (v_j - C_ij / reg), for source points of zero weight
+        return np.array(be.lazy_row_lse(st)[1], dtype=np.float64)
 
     def lse_b():  # LSE_i (u_i - C_ij / reg), for target points of zero weight
         be.lazy_lse(st.Xt, st.Xs_t, st.f, st.c, st.metric, st.lse_g)
         return np.asarray(_dispatch.to_host(st.lse_g), dtype=np.float64)
 
     F, G = _dual_potentials(u, v, pb.log_a, pb.log_b, reg,
-                            (lambda: lse_u) if np.any(pb.a == 0) else None,
+                            lse_a if np.any(pb.a == 0) else None,
                             lse_b if np.any(pb.b == 0) else None)
-    # <P, C> + reg KL(P | a b^T) = sum_i r_i F_i + sum_j b_j G_j: the columns
-    # of P sum to b after the last g-update, its rows to r
-    value = float(np.dot(r, F) + np.dot(pb.b, G))
+    value = _dual_value(pb.a, pb.b, F, G)
     dt = pb.dtype
     F, G = F.astype(dt), G.astype(dt)
     if _dispatch.is_device_array(pb.like):
         F, G = _dispatch.result_to_device(F, pb.like), _dispatch.result_to_device(G, pb.like)
     return OTResult(potentials=(F, G), value=dt.type(value), value_linear=dt.type(value_linear),
                     lazy_plan=lg["lazy_plan"], log=lg, batch_size=rows)
+
+
+def _dual_value(a, b, F, G):
+    """GeomLoss's value (``sinkhorn_cost``, balanced; POT's for the
+    "geomloss*" methods): the dual objective sum_i a_i F_i + sum_j b_j G_j of
+    the returned potentials (host float64), exact there because the plan of
+    the last half-step has mass 1; at most OT_reg and equal to it at
+    convergence (Feydy 2020, eq. 3.207)."""
+    return float(np.dot(a, F) + np.dot(b, G))
 
 
 def _logsumexp_rows(A):
@@ -892,13 +902,14 @@ def _geomloss_tensorized(X_a, X_b, a, b, metric, reg, max_iter, tol, verbose, sc
                             verbose=verbose, log=True, warmstart=(u0, v0))
     lu = np.asarray(_dispatch.to_host(lg["log_u"]), dtype=np.float64)
     lv = np.asarray(_dispatch.to_host(lg["log_v"]), dtype=np.float64)
-    value_linear, value = _balanced_values(M, plan, lu, lv, pb.a, pb.b, reg, "kl", device)
+    value_linear, _ = _balanced_values(M, plan, lu, lv, pb.a, pb.b, reg, "kl", device)
     Mh = np.asarray(_dispatch.to_host(M), dtype=np.float64)
     F, G = _dual_potentials(lu, lv, pb.log_a, pb.log_b, reg,
                             (lambda: _logsumexp_rows(lv[None, :] - Mh / reg))
                             if np.any(pb.a == 0) else None,
                             (lambda: _logsumexp_rows(lu[None, :] - Mh.T / reg))
                             if np.any(pb.b == 0) else None)
+    value = _dual_value(pb.a, pb.b, F, G)
     dt = pb.dtype
     F, G = F.astype(dt), G.astype(dt)
     if device == "cuda":

@@ -540,3 +540,26 @@ def test_dense_scaling_on_device(device):
                                              stopThr=1e-8, log=True, scaling=0.3)
     assert lg["niter_scaling"] == len(lg["eps_schedule"]) > 0
     np.testing.assert_allclose(device.get(G), ref, rtol=1e-7, atol=1e-12)
+
+
+@pytest.mark.parametrize("method", ["geomloss_online", "geomloss_multiscale",
+                                    "geomloss_tensorized"])
+def test_geomloss_value_is_the_dual_objective(method):
+    """Before convergence (max_iter 2) the "geomloss*" value is GeomLoss's
+    (POT's for these methods): the entropic dual objective of the returned
+    potentials, sum a F + sum b G - reg sum_ij a_i b_j (exp((F_i + G_j -
+    C_ij) / reg) - 1) computed densely here, a lower bound of POT's
+    converged OT_reg."""
+    X, Y = _clouds(40, 33, 2, seed=8)
+    reg = 0.02
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        res = numbaot.solve_sample(X, Y, reg=reg, method=method, scaling=0.5, max_iter=2)
+    F, G = (np.asarray(x, dtype=np.float64) for x in res.potentials)
+    a, b = ot.unif(40), ot.unif(33)
+    C = ot.dist(X, Y)
+    dual = a @ F + b @ G - reg * np.sum(a[:, None] * b[None, :]
+                                        * (np.exp((F[:, None] + G[None, :] - C) / reg) - 1))
+    np.testing.assert_allclose(res.value, dual, rtol=1e-10)
+    ref = ot.solve_sample(X, Y, reg=reg, tol=TIGHT, max_iter=100000).value
+    assert res.value <= ref * (1 + 1e-12)
