@@ -237,17 +237,23 @@ def _build(dt):
                 counts[1, I] = cols
 
     @device
+    def pair_cost(Pr, i, Pct, j, metric):
+        """cost(x_i, y_j) of row i of Pr (n, d) and column j of Pct (d, m):
+        squared Euclidean (metric 0) or Euclidean (1)."""
+        cost = ZERO
+        for k in range(Pr.shape[1]):
+            diff = Pr[i, k] - Pct[k, j]
+            cost += diff * diff
+        if metric == 1:
+            cost = math.sqrt(cost)
+        return cost
+
+    @device
     def run_lse(Pr, i, Pct, wp, c, metric, lo, hi, m, s):
         """Push wp[j] + c cost(x_i, y_j) into this thread's pair (m, s) for
         the columns j of [lo, hi) it strides (coalesced reads of Pct)."""
         for j in range(lo + cuda.threadIdx.x, hi, cuda.blockDim.x):
-            cost = ZERO
-            for k in range(Pr.shape[1]):
-                diff = Pr[i, k] - Pct[k, j]
-                cost += diff * diff
-            if metric == 1:
-                cost = math.sqrt(cost)
-            m, s = lse_push(m, s, wp[j] + c * cost)
+            m, s = lse_push(m, s, wp[j] + c * pair_cost(Pr, i, Pct, j, metric))
         return m, s
 
     @kernel([f"void({A2}, {A2}, {A1}, {T}, int64, {T}, {I1}, {A2}, {A1}, {I1}, {A1}, {I1}, "
@@ -278,14 +284,7 @@ def _build(dt):
             L = NINF
             for q in range(tid, nq, bd):
                 J = jlist[q0 + q]
-                js = jstar[J]
-                dy = ZERO
-                for k in range(d):
-                    e = Pr[i, k] - Pct[k, js]
-                    dy += e * e
-                if metric == 1:
-                    dy = math.sqrt(dy)
-                L = max(L, wmax[J] + c * dy)
+                L = max(L, wmax[J] + c * pair_cost(Pr, i, Pct, jstar[J], metric))
             L = block_max(L, ss)
             if tid == 0:
                 bc[0] = L
