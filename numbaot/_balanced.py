@@ -112,7 +112,10 @@ def log_solve(P, reg, numItermax, stopThr, warmstart, scaling=None):
     loga, logb, u, v = _loops.log_start(P, warmstart)
     schedule, n_anneal = [], 0
     if scaling is not None and warmstart is None:
-        schedule = eps_schedule(P.absmax, reg, scaling)
+        absmax = P.absmax  # from the finiteness scan (None: no scan was made)
+        if absmax is None:
+            absmax = _checks.finite_absmax(_dispatch.to_host(P.M), "M")
+        schedule = eps_schedule(absmax, reg, scaling)
         if schedule:
             u, v, n_anneal = log_anneal(be, P, loga, logb, u, v, schedule, reg)
     st = be.LogState(P.M, -1.0 / reg, loga, logb, P.b, u, v)

@@ -35,8 +35,8 @@ from .cpu import empirical as cpu_empirical
 __all__ = ["LAZY_METRICS", "LazyPlan", "backend", "check_batch_size", "check_clouds",
            "check_point_scale", "check_points", "check_scaling", "cluster_scale",
            "eps_schedule", "lazy_anneal", "lazy_loop", "lazy_setup", "lazy_solve", "max_diameter",
-           "multiscale_anneal", "rescaled", "row_marginal_l1", "set_temperature", "truncation_clusters",
-           "voxel_clusters"]
+           "multiscale_anneal", "rescaled", "row_marginal_l1", "set_temperature",
+           "truncation_clusters", "voxel_clusters"]
 
 #: the costs the lazy kernels recompute, by their kernel code
 LAZY_METRICS = {"sqeuclidean": 0, "euclidean": 1}
@@ -375,10 +375,10 @@ def multiscale_anneal(pb, stage_iters=None, truncate=True):
     every logsumexp is within ``LAZY_TRUNCATION_TOL`` (1e-10) of the
     untruncated one (Schmitzer 2019, sec. 3.3, with bounds instead of the
     coarse plan: the truncation is exact to that tolerance, not a heuristic).
-    It pays at small eps (measured: 4.4x fewer seconds per half-step at eps
-    5e-4 on 2 10^4 points of bench_eps_scaling's clouds, 2.6x at 2e-3); a
-    half-step that would keep most pairs runs untruncated
-    (``_config.LAZY_TRUNCATION_MAX_KEPT``).
+    It pays at small eps (measured per iteration on bench_eps_scaling's
+    clouds: 3.0x at eps 2e-3 and 4.0x at 5e-4 on 2 10^4 points, 5.7x at
+    1e-3 on 10^5; BENCHMARKS.md); a half-step that would keep most pairs
+    runs untruncated (``_config.LAZY_TRUNCATION_MAX_KEPT``).
 
     Returns (iterations on the centroids, iterations on the points, (k_a,
     k_b) voxels of positive mass)."""
