@@ -68,44 +68,25 @@ def _is_cuda_test(item):
     return str(item.fspath).startswith(_CUDA_DIR)
 
 
-#: Test files whose tests share kernels that take long to compile (tens of
-#: seconds each on 2 cores, with an empty Numba cache): the per-size
-#: kernels of ``sinkhorn_operator`` and its backward.  They form one group.
-_COMPILE_GROUPS = {"test_implicit.py": "implicit", "test_adversarial_implicit.py": "implicit",
-                   "test_implicit_codegen.py": "implicit"}
+#: Compile groups (``--dist loadgroup``, setup.cfg): the tests of one
+#: xdist_group run on one worker, which compiles the kernels they share once
+#: and then loads them from Numba's disk cache, instead of every worker
+#: compiling them, often at the same time.  Groups: "implicit" (the files
+#: of the sinkhorn_operator kernels: test_implicit.py,
+#: test_adversarial_implicit.py, test_implicit_codegen.py) and one per
+#: compute capability of tests/test_ptx.py (the first test of a capability
+#: in a process compiles every kernel for it in a subprocess, the others
+#: read the result).  The marks are static (module ``pytestmark``, the
+#: parameters' marks): pytest-xdist 3.8 reads them in its worker's
+#: collection hook, which ran before a mark added by this conftest, so
+#: such marks were ignored (measured 2026-11-28: the PTX kernels were
+#: compiled by both workers for each capability, 56 s each time).
 
 
-def _xdist_group(item):
-    """The xdist group of a test (None: any worker, test by test).  With
-    pytest-xdist's ``--dist loadgroup`` (setup.cfg) the tests of one group
-    run on one worker, which compiles the kernels they share once and then
-    loads them from Numba's disk cache, instead of every worker compiling
-    them, often at the same time.  Groups: the files of ``_COMPILE_GROUPS``,
-    and one per compute capability of tests/test_ptx.py (the first test of
-    a capability in a process compiles every kernel for it in a subprocess,
-    the others read the result).  Measured, CPU pass from a cold cache on 2
-    cores: no groups 854 s, these groups 740 s, one group per test file
-    840 s (the files' compilations overlap less, but the last groups run
-    alone on one worker).  None in the simulator pass: nothing is compiled
-    there (its CPU references come from the first pass's cache), and
-    single tests balance best."""
-    if simulator_on():
-        return None
-    base = os.path.basename(str(item.fspath))
-    callspec = getattr(item, "callspec", None)
-    if base == "test_ptx.py" and callspec is not None and "cc" in callspec.params:
-        return "ptx-cc%d%d" % callspec.params["cc"]
-    return _COMPILE_GROUPS.get(base)
-
-
-@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the xdist_group marks
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
-    """Mark every CUDA test ``cuda``; skip them where CUDA cannot run; put
-    the tests that share a long compilation in one xdist group."""
+    """Mark every CUDA test ``cuda``; skip them where CUDA cannot run."""
     for item in items:
-        group = _xdist_group(item)
-        if group is not None:
-            item.add_marker(pytest.mark.xdist_group(group))
         if _is_cuda_test(item):
             item.add_marker(pytest.mark.cuda)
             reason = cuda_unavailable_reason()

@@ -34,6 +34,10 @@ import numbaot
 
 from reference import lstsq_grad
 
+#: one xdist worker runs every test sharing the sinkhorn_operator kernels (static
+#: mark: see tests/conftest.py, compile groups)
+pytestmark = pytest.mark.xdist_group("implicit")
+
 mpmath = pytest.importorskip("mpmath")
 
 

@@ -18,6 +18,10 @@ from numbaot.implicit import sinkhorn_operator, sinkhorn_operator_backward
 from _helpers import assert_raises_naming
 from reference import batched_dense_grad, fd_grad, lstsq_grad, ref_forward, ref_forward_tol
 
+#: one xdist worker runs every test sharing the sinkhorn_operator kernels (static
+#: mark: see tests/conftest.py, compile groups)
+pytestmark = pytest.mark.xdist_group("implicit")
+
 
 @pytest.fixture
 def rng():

@@ -21,6 +21,10 @@ from numba import njit
 from numbaot._config import IMPLICIT_UNROLL_LANES, JIT_OPTIONS
 from numbaot.cpu import _implicit_codegen as cg
 
+#: one xdist worker runs every test sharing the sinkhorn_operator kernels (static
+#: mark: see tests/conftest.py, compile groups)
+pytestmark = pytest.mark.xdist_group("implicit")
+
 N = 4
 L = IMPLICIT_UNROLL_LANES
 S = L + 8

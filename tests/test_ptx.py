@@ -101,7 +101,8 @@ def test_registry_is_populated():
 #: kernel in a subprocess (32 s wall for cc 9.0, measured 2026-11-25), the
 #: others read its result
 @pytest.mark.slow
-@pytest.mark.parametrize("cc", CCS, ids=lambda cc: "cc%d%d" % cc)
+@pytest.mark.parametrize("cc", [pytest.param(cc, marks=pytest.mark.xdist_group("ptx-cc%d%d" % cc),
+                                             id="cc%d%d" % cc) for cc in CCS])
 @pytest.mark.parametrize("name,sig,spec", _entries(), ids=lambda x: x if isinstance(x, str) else "")
 def test_kernel_compiles_to_ptx(cc, name, sig, spec):
     res = _compile_all(cc)
