@@ -77,10 +77,10 @@ def _is_cuda_test(item):
 #: compute capability of tests/test_ptx.py (the first test of a capability
 #: in a process compiles every kernel for it in a subprocess, the others
 #: read the result).  The marks are static (module ``pytestmark``, the
-#: parameters' marks): pytest-xdist 3.8 reads them in its worker's
-#: collection hook, which ran before a mark added by this conftest, so
-#: such marks were ignored (measured 2026-11-28: the PTX kernels were
-#: compiled by both workers for each capability, 56 s each time).
+#: parameters' marks).  pytest-xdist 3.8 groups by renaming the node ids,
+#: which pytest 9.2 ignores: the test extra pins pytest < 9 (measured
+#: 2026-11-28 with 9.2: the tests of a group ran on both workers and the PTX
+#: kernels compiled twice per capability, 56 s each time).
 
 
 @pytest.hookimpl(tryfirst=True)
