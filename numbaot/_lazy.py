@@ -367,7 +367,8 @@ def multiscale_anneal(pb, stage_iters=None, truncate=True):
     at the first temperature at or below h**p) and the remaining stages run
     on the points (:func:`lazy_anneal`), which leaves ``pb.st`` at reg.
 
-    With ``truncate`` (the default), kernel truncation is on for every
+    With ``truncate`` (the default) and at least
+    ``_config.LAZY_TRUNCATION_MIN_PAIRS`` point pairs, kernel truncation is on for every
     half-step on the points from then on, the iterations at reg included
     (the launchers' ``lazy_truncate`` on :func:`truncation_clusters` of both
     clouds): a half-step skips the voxel pairs whose terms bounds place below
@@ -388,7 +389,7 @@ def multiscale_anneal(pb, stage_iters=None, truncate=True):
     coarse = [e for e in pb.schedule if e > h ** p]
     fine = [e for e in pb.schedule if e <= h ** p]
     be, st = pb.be, pb.st
-    if truncate:
+    if truncate and pb.Xs.shape[0] * pb.Xt.shape[0] >= _config.LAZY_TRUNCATION_MIN_PAIRS:
         be.lazy_truncate(st, truncation_clusters(pb.Xs), truncation_clusters(pb.Xt))
     if not coarse:  # the voxels are as coarse as the hottest temperature: no coarse stage
         return 0, lazy_anneal(be, st, pb.log_a, pb.log_b, fine, pb.reg, stage_iters), (0, 0)

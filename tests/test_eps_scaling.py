@@ -269,6 +269,7 @@ def always_truncate(monkeypatch):
     from numbaot import _config
     monkeypatch.setattr(_config, "LAZY_TRUNCATION_MAX_KEPT", 1.0)
     monkeypatch.setattr(_config, "LAZY_TRUNCATION_CLUSTER_POINTS", 4)
+    monkeypatch.setattr(_config, "LAZY_TRUNCATION_MIN_PAIRS", 0)
 
 
 @pytest.mark.parametrize("metric", [0, 1])

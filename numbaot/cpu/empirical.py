@@ -522,6 +522,7 @@ class _Truncation:
         self.Pt = tuple(np.ascontiguousarray(P.T) for P in self.P)
         self.tau = (math.log(Xt.shape[0] / tol), math.log(Xs.shape[0] / tol))
         self.kept = [1.0, 1.0]
+        self.full_at = [None, None]  # the temperature c of a side's last fallback
 
 
 def _truncated_lse(tr, side, w, c, metric, out):
@@ -529,7 +530,11 @@ def _truncated_lse(tr, side, w, c, metric, out):
     other, column weights w) on the voxel pairs that bounds cannot rule out
     (:func:`trunc_pattern`, :func:`lazy_lse_trunc`).  Returns False, out
     untouched, when the pattern keeps more than
-    ``_config.LAZY_TRUNCATION_MAX_KEPT`` of the pairs (read at each call)."""
+    ``_config.LAZY_TRUNCATION_MAX_KEPT`` of the pairs (read at each call);
+    the later half-steps of that side at the same temperature then skip the
+    pattern (it is recomputed once the temperature changes)."""
+    if tr.full_at[side] == c:  # this temperature's pattern kept too much: skip it
+        return False
     rc, cc = tr.cl[side], tr.cl[1 - side]
     Kr, Kc = rc.center.shape[0], cc.center.shape[0]
     wp = w[cc.perm]
@@ -543,6 +548,7 @@ def _truncated_lse(tr, side, w, c, metric, out):
     n, m = rc.perm.size, cc.perm.size
     tr.kept[side] = float(np.dot(np.diff(rc.ptr), n_kept[1])) / (n * m)
     if tr.kept[side] > _config.LAZY_TRUNCATION_MAX_KEPT:
+        tr.full_at[side] = c  # no pattern again at this temperature
         return False
     jptr = np.zeros(Kr + 1, np.int64)
     np.cumsum(n_kept[0], out=jptr[1:])

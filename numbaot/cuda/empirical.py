@@ -488,6 +488,7 @@ class _Truncation:
         n, m = P[0].shape[0], P[1].shape[0]
         self.tau = (math.log(m / tol), math.log(n / tol))
         self.kept = [1.0, 1.0]
+        self.full_at = [None, None]  # the temperature c of a side's last fallback
         K = (cs.center.shape[0], ct.center.shape[0])
         self.wp = tuple(cuda.device_array(p.shape[0], dtype=dt) for p in P)
         self.wmax = tuple(cuda.device_array(k, dtype=dt) for k in K)
@@ -506,6 +507,8 @@ def _truncated_lse(st, side, w, out):
     ``_config.LAZY_TRUNCATION_MAX_KEPT`` of the pairs (False returned, out
     untouched), the fill and ``lazy_lse_trunc``.  Returns True when it ran."""
     tr, r, o = st.trunc, side, 1 - side
+    if tr.full_at[r] == st.c:  # this temperature's pattern kept too much: skip it
+        return False
     voxel_gather(w, tr.perm[o], tr.wp[o])
     voxel_wmax(tr.wp[o], tr.ptr[o], tr.wmax[o], tr.jstar[o])
     args = (tr.center[r], tr.radius[r], tr.center[o], tr.radius[o], tr.Pt[o], tr.ptr[o],
@@ -515,6 +518,7 @@ def _truncated_lse(st, side, w, out):
     n, m = tr.P[r].shape[0], tr.P[o].shape[0]
     tr.kept[r] = float(np.dot(tr.rows[r], counts[1])) / (n * m)
     if tr.kept[r] > _config.LAZY_TRUNCATION_MAX_KEPT:
+        tr.full_at[r] = st.c  # no pattern again at this temperature
         return False
     jptr = np.zeros(counts.shape[1] + 1, np.int64)
     np.cumsum(counts[0], out=jptr[1:])
