@@ -71,6 +71,15 @@ MAX_ROW_CHUNKS = 32
 #: accumulators (dim_b x n_hists).
 MIN_CHUNK_ROWS = 16
 
+#: Minimum entries per chunk (rows x dim_b x n_hists): below it, the cost
+#: of a chunk (its column accumulators' first store and merge, its view
+#: and buffers) shows.  Measured (issue 20/23, Zen 3 VM, 2 threads, the
+#: partial-OT pass alone at 512², best of 7 interleaved): 32 chunks of 16
+#: rows 77-89 µs, 8 chunks of 64 rows 56-64 µs; whole calls at 512²
+#: 1.05-1.16x (balanced, unbalanced, partial); at 1024² the rule changes
+#: nothing (32 rows).
+MIN_CHUNK_ENTRIES = 1 << 15
+
 #: Column block length (elements) of the tiled row passes and of the blocked
 #: online logsumexp: a block of a row is read from memory once, and the blocks
 #: of v and of the column accumulators it meets stay in L1.

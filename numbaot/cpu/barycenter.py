@@ -119,7 +119,7 @@ class KnoppBaryState:
             gm = np.exp(np.mean(np.log(UKv), axis=1))
             self.u = np.ascontiguousarray((gm / UKv.T))
         self.UKvT = UKv.T
-        self.n_chunks, self.chunk_rows = chunk_layout(dim, H, dim)
+        self.n_chunks, self.chunk_rows = chunk_layout(dim, H, dim, memory_bound=True)
         self.Q = np.empty((self.n_chunks, H, dim))
         self.q = np.empty((H, dim))
         self.unew = np.empty((H, dim))

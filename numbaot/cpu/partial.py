@@ -451,7 +451,7 @@ class PartialState:
         self.scal = np.array([1.0, 1.0, 0.0])  # s, s_prev, broken
         self.zero_below = float(np.finfo(dt).smallest_subnormal) / 2
         self.kmin = float(K0.min())
-        self.n_chunks, self.chunk_rows = chunk_layout(dim_a, 1, dim_b)
+        self.n_chunks, self.chunk_rows = chunk_layout(dim_a, 1, dim_b, memory_bound=True)
         self.Q = np.empty((self.n_chunks, 1, dim_b))
         self.q = np.empty((1, dim_b))
         self.failed = False

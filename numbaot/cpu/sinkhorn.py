@@ -1132,7 +1132,8 @@ class KnoppState:
         n_problems = u.shape[0]
         self.M, self.c = M, c
         self.reduction = reduction
-        self.n_chunks, self.chunk_rows = chunk_layout(dim_a, n_problems, dim_b)
+        self.n_chunks, self.chunk_rows = chunk_layout(dim_a, n_problems, dim_b,
+                                                      memory_bound=True)
         self.Kmat = np.empty(M.shape, dtype=M.dtype)
         self.small = reduction is None and _is_small(M.shape, n_problems)
         self.pm = reduction is None and n_problems >= BATCH_MINOR_MIN and not self.small

@@ -1144,7 +1144,7 @@ def _blocked_layout(st):
     if st.Q is None:
         dim_a, dim_b = st.M.shape
         n_problems = st.u.shape[0]
-        st.n_chunks, st.chunk_rows = chunk_layout(dim_a, n_problems, dim_b)
+        st.n_chunks, st.chunk_rows = chunk_layout(dim_a, n_problems, dim_b, memory_bound=True)
         st.Q = np.empty((st.n_chunks, n_problems, dim_b))
         st.q = np.empty((n_problems, dim_b))
 
