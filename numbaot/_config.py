@@ -217,14 +217,6 @@ BATCH_MINOR_MIN = 8
 #: block.  No measurement is recorded for the value.
 MERGE_COLS = 256
 
-#: Up to this many accumulator entries (n_chunks x n_hists x dim_b) the
-#: merge runs serially on the calling thread (same order, same bits): a
-#: parallel region costs ~5 µs to launch on the 2-core VM, a serial merge of
-#: 8 x 512 entries ~1 µs.  Measured (partial-OT pass at 512², 2 threads,
-#: interleaved best of 7): 44.5 µs against 47.9 µs with the parallel merge;
-#: 1024² unchanged.
-MERGE_SERIAL_MAX = 1 << 14
-
 #: Columns per work item of the unbalanced solver's parallel column update
 #: (``numbaot.cpu.unbalanced.uot_col_update``, ``_COLS``): (problem, block of
 #: this many columns) pairs, merged in chunk order (bit-identical for any

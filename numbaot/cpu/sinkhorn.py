@@ -67,30 +67,13 @@ _PAR = dict(JIT_OPTIONS, parallel=True)
 _SER = dict(JIT_OPTIONS)
 
 
-from .._config import MERGE_COLS as _MERGE_COLS, MERGE_SERIAL_MAX  # noqa: E402 (see _config)
-
-
-@njit(**_SER)
-def merge_chunks(Q, active, out):
-    """out[k, j] = sum_c Q[c, k, j] for the active k, summed in chunk order
-    (deterministic): serially up to ``_config.MERGE_SERIAL_MAX`` entries of
-    Q, else in parallel (the same sums, the same bits)."""
-    n_chunks, K, m = Q.shape
-    if n_chunks * K * m > MERGE_SERIAL_MAX:
-        _merge_chunks_parallel(Q, active, out)
-        return
-    for k in range(K):
-        if not active[k]:
-            continue
-        for j in range(m):
-            out[k, j] = Q[0, k, j]
-        for c in range(1, n_chunks):
-            _axpy(1.0, Q[c], k, out, k, 0, m)
+from .._config import MERGE_COLS as _MERGE_COLS  # noqa: E402 (see _config)
 
 
 @njit(**_PAR)
-def _merge_chunks_parallel(Q, active, out):
-    """``merge_chunks`` in parallel over (k, block of columns) pairs."""
+def merge_chunks(Q, active, out):
+    """out[k, j] = sum_c Q[c, k, j] for the active k, summed in chunk order
+    (deterministic); parallel over (k, block of columns) pairs."""
     n_chunks, K, m = Q.shape
     nb = (m + _MERGE_COLS - 1) // _MERGE_COLS
     for kb in prange(K * nb):
