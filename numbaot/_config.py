@@ -71,13 +71,15 @@ MAX_ROW_CHUNKS = 32
 #: accumulators (dim_b x n_hists).
 MIN_CHUNK_ROWS = 16
 
-#: Minimum entries per chunk (rows x dim_b x n_hists): below it, the cost
-#: of a chunk (its column accumulators' first store and merge, its view
-#: and buffers) shows.  Measured (issue 20/23, Zen 3 VM, 2 threads, the
-#: partial-OT pass alone at 512², best of 7 interleaved): 32 chunks of 16
-#: rows 77-89 µs, 8 chunks of 64 rows 56-64 µs; whole calls at 512²
-#: 1.05-1.16x (balanced, unbalanced, partial); at 1024² the rule changes
-#: nothing (32 rows).
+#: Minimum entries per chunk (rows x dim_b x n_hists) of the memory-bound
+#: multiplicative passes (``chunk_layout(..., memory_bound=True)``): with
+#: two threads, many small chunks cost more than their share (merges,
+#: first stores, the hardware prefetchers' restarts).  Measured (Zen 3 VM,
+#: 2 threads, ``benchmarks/bench_chunks.py``): the partial-OT pass alone at
+#: 512² 77-89 µs with 32 chunks of 16 rows, 53-64 µs with 4-8 chunks; whole
+#: calls at 512² 1.03-1.33x (Knopp, unbalanced, partial); at 1024² both
+#: rules give 32 chunks.  The log-domain passes are exp-bound and keep
+#: MIN_CHUNK_ROWS (more threads on many-core machines).
 MIN_CHUNK_ENTRIES = 1 << 15
 
 #: Column block length (elements) of the tiled row passes and of the blocked
