@@ -73,8 +73,9 @@ MIN_CHUNK_ROWS = 16
 
 #: Minimum entries per chunk (rows x dim_b x n_hists) of the memory-bound
 #: multiplicative passes (``chunk_layout(..., memory_bound=True)``): with
-#: two threads, many small chunks cost more than their share (merges,
-#: first stores, the hardware prefetchers' restarts).  Measured (Zen 3 VM,
+#: two threads, many small chunks cost more than their share (not isolated:
+#: per-chunk buffers made no difference, the larger merge explains ~3 µs of
+#: the ~20 µs at 512²).  Measured (Zen 3 VM,
 #: 2 threads, ``benchmarks/bench_chunks.py``): the partial-OT pass alone at
 #: 512² 77-89 µs with 32 chunks of 16 rows, 53-64 µs with 4-8 chunks; whole
 #: calls at 512² 1.03-1.33x (Knopp, unbalanced, partial); at 1024² both
