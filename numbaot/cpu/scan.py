@@ -76,13 +76,20 @@ __all__ = [
 _PAR = dict(JIT_OPTIONS, parallel=True)
 #: O(B * nc) bookkeeping kernels run serially: a parallel launch costs more
 _SER = dict(JIT_OPTIONS)
+#: Numba-inlined helpers: only the hot per-entry ones (``_link``, ``_run``,
+#: ``_dot``).  ``_segment``, ``_poly`` and ``_scan_group`` are plain compiled
+#: functions that LLVM inlines: typed and lowered once instead of once per
+#: call site.  First-call compile of ``discounted_cumsum_right`` 4.9-5.8 ->
+#: 3.2-3.3 s, run times unchanged in three process pairs (BENCHMARKS.md,
+#: "First-call (compile) latency"); all helpers plain compiled 2.8-2.9 s but
+#: (8192, 16) and (4096, 1000) ran 1.1-1.15x slower.
 _INL = dict(JIT_OPTIONS, inline="always")
 
 #: segments advanced in lockstep by one task
 LANES = 4
 
 
-@njit(**_INL)
+@njit(**JIT_OPTIONS)
 def _segment(s, nc, N, L, reverse):
     """(row, chunk, flat index of the first scan position, step, length) of
     segment s = row * nc + chunk."""
@@ -176,7 +183,7 @@ def _dot(w, xs, n):
     return acc
 
 
-@njit(**_INL)
+@njit(**JIT_OPTIONS)
 def _poly(x, lo, n, g, right, w):
     """S of an unmasked chunk occupying x[lo:lo + n] (memory order), without
     the serial chain: right scan S = sum_i g^i x[lo + i], left scan
@@ -212,7 +219,7 @@ def _poly(x, lo, n, g, right, w):
     return acc
 
 
-@njit(**_INL)
+@njit(**JIT_OPTIONS)
 def _scan_group(grp, x, gamma, dones, reverse, N, L, carry, lim, out):
     """Scan the segments of task ``grp`` (four in lockstep, fewer in the last
     task) from their carries; returns 1 if a value written is not finite
