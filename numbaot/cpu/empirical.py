@@ -88,10 +88,15 @@ def _range_lse_online(X, i, Yt, w, c, metric, lo, hi, buf, mx, s):
 def _row_lse_online(X, i, Yt, w, c, metric, buf):
     """LSE_j (w_j + c cost_ij) by blocks with a running (max, sum) pair
     (Viehmann's online logsumexp); the safe path."""
-    mx, s = _range_lse_online(X, i, Yt, w, c, metric, 0, Yt.shape[1], buf, -np.inf, 0.0)
+    mx, s = _range_lse_online(X, i, Yt, w, c, metric, np.int64(0), Yt.shape[1], buf, -np.inf,
+                              0.0)
     return mx + math.log(s) if mx > -np.inf else -np.inf
 
 
+# The prange kernels pass their row index to the helpers as np.uint64(i):
+# Numba types a prange body twice (the loop as a range, int64 index, then
+# the outlined parallel body, uint64 index), and each index type compiled
+# every helper once more (issue 23's duplicate specialisations).
 @njit(**_PAR)
 def lazy_lse(X, Yt, w, c, metric, out):
     """out[i] = LSE_j (w[j] + c * cost(x_i, y_j)), c = -1/reg; -inf entries of
@@ -111,14 +116,14 @@ def lazy_lse(X, Yt, w, c, metric, out):
         s = 0.0
         for j0 in range(0, m, COL_BLOCK):
             ln = min(COL_BLOCK, m - j0)
-            _costs(X, i, Yt, j0, ln, metric, buf)
+            _costs(X, np.uint64(i), Yt, j0, ln, metric, buf)
             base = np.uint64(j0)
             for t in range(ln):
                 s += fast_exp_ftz(w[base + np.uint64(t)] + c * buf[t] - W)
         if s > ROW_SUM_FLOOR:
             out[i] = W + math.log(s)
         else:
-            out[i] = _row_lse_online(X, i, Yt, w, c, metric, buf)
+            out[i] = _row_lse_online(X, np.uint64(i), Yt, w, c, metric, buf)
 
 
 @njit(**_SER)
@@ -158,7 +163,7 @@ def lazy_lse_f32(X, Yt, X32, Yt32, w, c, metric, out):
         s = 0.0
         for j0 in range(0, m, COL_BLOCK):
             ln = min(COL_BLOCK, m - j0)
-            _exps_f32(X32, i, Yt32, j0, ln, metric, w32, c32, buf)
+            _exps_f32(X32, np.uint64(i), Yt32, j0, ln, metric, w32, c32, buf)
             # (a loop of its own: a float64 sum in the exponentials' loop makes
             # LLVM vectorise it four lanes wide, as
             # ``numbaot.cpu.sinkhorn._exp_store_sum_f32``)
@@ -167,7 +172,7 @@ def lazy_lse_f32(X, Yt, X32, Yt32, w, c, metric, out):
         if s > LAZY_F32_ROW_FLOOR:
             out[i] = W + math.log(s)
         else:
-            out[i] = _row_lse_online(X, i, Yt, w, c, metric, np.empty(COL_BLOCK))
+            out[i] = _row_lse_online(X, np.uint64(i), Yt, w, c, metric, np.empty(COL_BLOCK))
 
 
 # --------------------------------------------------------------------------
@@ -367,7 +372,7 @@ def lazy_lse_trunc(Pr, Pct, wp, c, metric, tau, row_ptr, Cc, Rc, col_ptr, wmax, 
         lb = np.empty(max(nq, 1))
         buf = np.empty(COL_BLOCK)
         for i in range(row_ptr[I], row_ptr[I + 1]):
-            out[row_perm[i]] = _trunc_row_lse(Pr, i, Pct, wp, c, metric, tau, col_ptr, cand, nq,
+            out[row_perm[i]] = _trunc_row_lse(Pr, np.uint64(i), Pct, wp, c, metric, tau, col_ptr, cand, nq,
                                               candC, candY, candR, candW, ub, lb, buf)
 
 
@@ -385,7 +390,7 @@ def lazy_loss(X, Yt, f, g, c, metric):
         acc = 0.0
         for j0 in range(0, m, COL_BLOCK):
             ln = min(COL_BLOCK, m - j0)
-            _costs(X, i, Yt, j0, ln, metric, buf)
+            _costs(X, np.uint64(i), Yt, j0, ln, metric, buf)
             for t in range(ln):
                 acc += buf[t] * fast_exp_ftz(f[i] + g[j0 + t] + c * buf[t])
         part[i] = acc
@@ -402,7 +407,7 @@ def lazy_block(X, Yt, f, g, c, metric, out):
     m = Yt.shape[1]
     for i in prange(n):
         buf = np.empty(m)
-        _costs(X, i, Yt, 0, m, metric, buf)
+        _costs(X, np.uint64(i), Yt, np.int64(0), m, metric, buf)
         for j in range(m):
             out[i, j] = math.exp(f[i] + g[j] + c * buf[j])
 
@@ -425,7 +430,7 @@ def lazy_grad(X, Yt, f, g, c, metric, out):
             continue
         for j0 in range(0, m, COL_BLOCK):
             ln = min(COL_BLOCK, m - j0)
-            _costs(X, i, Yt, j0, ln, metric, buf)
+            _costs(X, np.uint64(i), Yt, j0, ln, metric, buf)
             base = np.uint64(j0)
             for t in range(ln):
                 p = fast_exp_ftz(f[i] + g[base + np.uint64(t)] + c * buf[t])

@@ -293,7 +293,7 @@ def partial_log_fused_pass(M, c, La, v, off, shift_ok, dv_max, rmax, n_chunks, c
     overflows; a column whose q underflows is redone by the caller.
     """
     n, m = M.shape
-    R = tile_rows(m, 8)  # tiles of the float64 row buffer E
+    R = tile_rows(m, np.int64(8))  # tiles of the float64 row buffer E
     for ch in prange(n_chunks):
         i0 = ch * chunk_rows
         i1 = min(n, i0 + chunk_rows)
@@ -329,7 +329,8 @@ def partial_log_fused_pass(M, c, La, v, off, shift_ok, dv_max, rmax, n_chunks, c
                     u[i] = x
                     w[r] = fast_exp(la) / S
             for j0 in range(0, m, COL_BLOCK):
-                axpy_rows(w, E, 0, nr, Qc, 0, j0, min(m, j0 + COL_BLOCK) - j0)
+                axpy_rows(w, E, np.int64(0), nr, Qc, 0, j0, min(m, j0 + COL_BLOCK) - j0,
+                          np.bool_(False))
     merge_chunks(Q, np.ones(1, dtype=np.bool_), q)
 
 

@@ -815,7 +815,7 @@ def log_fused_pass(M, c, loga, v, shift_ok, dv_max, active, n_chunks, chunk_rows
     K = v.shape[0]
     shared_a = loga.shape[0] == 1
     nblk = (m + COL_BLOCK - 1) // COL_BLOCK
-    R = tile_rows(m, 8)  # tiles of the float64 row buffer E
+    R = tile_rows(m, np.int64(8))  # tiles of the float64 row buffer E
     V32, vmax = _lane_copy(M, v, active)
     if not lanes32:
         for k in range(K):
@@ -862,7 +862,8 @@ def log_fused_pass(M, c, loga, v, shift_ok, dv_max, active, n_chunks, chunk_rows
                     if alpha[r] == 0.0:
                         E[r, :] = 0.0
                 for j0 in range(0, m, COL_BLOCK):
-                    axpy_rows(alpha, E, 0, nr, Qc, k, j0, min(m, j0 + COL_BLOCK) - j0)
+                    axpy_rows(alpha, E, np.int64(0), nr, Qc, k, j0, min(m, j0 + COL_BLOCK) - j0,
+                              np.bool_(False))
     merge_chunks(Q, active, q)
 
 

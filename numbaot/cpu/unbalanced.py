@@ -384,22 +384,25 @@ def uot_run(Kmat, a, b, u, v, fi1, fi2, n_chunks, chunk_rows, Q, q, n_steps,
         _copy2(vprev, v)
         done = False
         if narrow:
-            uot_fused_pass(Kmat, a, vl, fi1, n_chunks, chunk_rows, Q, u, True, pu)
-            if _all_set(pu, 3):
-                uot_col_update(Q, b, fi2, v, vprev, vl, q, True, pv)
-                done = _all_set(pv, 3)
+            # flags and columns as runtime values (np.bool_, np.int64), not
+            # literals: one compile of each kernel for a float64 K, not two
+            uot_fused_pass(Kmat, a, vl, fi1, n_chunks, chunk_rows, Q, u, np.bool_(True), pu)
+            if _all_set(pu, np.int64(3)):
+                uot_col_update(Q, b, fi2, v, vprev, vl, q, np.bool_(True), pv)
+                done = _all_set(pv, np.int64(3))
             if not done:
                 narrow = False
                 _copy2(u, uprev)
                 _copy2(v, vprev)
         if not done:
-            uot_fused_pass(Kmat, a, v, fi1, n_chunks, chunk_rows, Q, u, False, pu)
-            uot_col_update(Q, b, fi2, v, vprev, vl, q, False, pv)
-        if narrow and not _all_set(pv, 4):
+            uot_fused_pass(Kmat, a, v, fi1, n_chunks, chunk_rows, Q, u, np.bool_(False), pu)
+            uot_col_update(Q, b, fi2, v, vprev, vl, q, np.bool_(False), pv)
+        if narrow and not _all_set(pv, np.int64(4)):
             narrow = False
-        failed = not _all_set(pu, 2) or _col_max(pv, 0) != 0.0
-        verdict = uot_rule(failed, _col_max(pu, 0), _col_max(pu, 1), _col_max(pv, 1),
-                           _col_max(pv, 2), stopThr, errs, it)
+        failed = not _all_set(pu, np.int64(2)) or _col_max(pv, np.int64(0)) != 0.0
+        verdict = uot_rule(failed, _col_max(pu, np.int64(0)), _col_max(pu, np.int64(1)),
+                           _col_max(pv, np.int64(1)), _col_max(pv, np.int64(2)), stopThr, errs,
+                           it)
         if verdict == FAILED:
             _copy2(u, uprev)
             _copy2(v, vprev)
@@ -675,7 +678,7 @@ def _uot_rows(Kmat, a, ka, fi, v, u, q, k, acc):
     second loop re-reads from L1.  Sums in float64 (a float32 K is widened
     entry by entry); ``acc`` as :func:`_uot_set_u`."""
     n, m = Kmat.shape
-    i = 0
+    i = np.int64(0)  # not the literal 0 (a second compile of _uot_set_u)
     while i + 4 <= n:
         s0 = 0.0
         s1 = 0.0
