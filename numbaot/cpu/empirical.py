@@ -372,8 +372,8 @@ def lazy_lse_trunc(Pr, Pct, wp, c, metric, tau, row_ptr, Cc, Rc, col_ptr, wmax, 
         lb = np.empty(max(nq, 1))
         buf = np.empty(COL_BLOCK)
         for i in range(row_ptr[I], row_ptr[I + 1]):
-            out[row_perm[i]] = _trunc_row_lse(Pr, np.uint64(i), Pct, wp, c, metric, tau, col_ptr, cand, nq,
-                                              candC, candY, candR, candW, ub, lb, buf)
+            out[row_perm[i]] = _trunc_row_lse(Pr, np.uint64(i), Pct, wp, c, metric, tau, col_ptr,
+                                              cand, nq, candC, candY, candR, candW, ub, lb, buf)
 
 
 @njit(**_PAR)
