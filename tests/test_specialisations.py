@@ -6,7 +6,8 @@ or a ``prange`` index (Numba types a ``prange`` body twice, with an int64 and
 then a uint64 index) passed on to a helper, each cost a second compile of the
 kernel and of everything it calls.  In a fresh process, the first calls of
 the public solvers on float64 problems must leave every CPU dispatcher of
-numbaot with a single signature.  (float32 problems compile the float32 lanes
+numbaot with a single signature.  The child compiles from an empty disk
+cache (about a minute of compile on 2 cores).  (float32 problems compile the float32 lanes
 and their float64 fallback on purpose.)
 """
 import json
@@ -56,9 +57,12 @@ CHILD = textwrap.dedent(r"""
 """)
 
 
-def test_first_calls_compile_each_kernel_once():
+def test_first_calls_compile_each_kernel_once(tmp_path):
     env = dict(os.environ)
     env.pop("NUMBA_ENABLE_CUDASIM", None)
+    # an empty disk cache: a kernel loaded from the cache does not type its
+    # callees, so on a warm cache the callees' signatures would go unseen
+    env["NUMBA_CACHE_DIR"] = str(tmp_path / "numba_cache")
     out = subprocess.run([sys.executable, "-c", CHILD], cwd=ROOT, env=env,
                          capture_output=True, text=True, timeout=900)
     assert out.returncode == 0, out.stderr[-3000:]

@@ -355,12 +355,12 @@ def knopp_small_call(M, a, b, reg, numItermax, stopThr, mass_tol, scale_max, wan
     a2 = np.empty((1, n))
     b2 = np.empty((1, m))
     if not (screen_weights(a, b, mass_tol, a2, b2)
-            and screen_cost(M, reg, scale_max, True, np.ones(n), np.ones(m), Kmat)):
+            and screen_cost(M, reg, scale_max, np.bool_(True), np.ones(n), np.ones(m), Kmat)):
         return False, 0, 0, RAN_OUT, 0.0
     c = -1.0 / reg
     q = np.empty((1, m))
     ii, ne, status = knopp_small_run(M, c, a2, b2, u, v, numItermax, stopThr, errs, Kmat, q,
-                                     True)
+                                     np.bool_(True))
     acc = 0.0
     if want_loss:
         for i in range(n):
@@ -396,7 +396,7 @@ def log_small_call(M, a, b, reg, numItermax, stopThr, mass_tol, scale_max, want_
     la = np.empty((1, n))
     b2 = np.empty((1, m))
     if not (screen_weights(a, b, mass_tol, la, b2)
-            and screen_cost(M, reg, scale_max, False, la[0], b2[0], plan)):
+            and screen_cost(M, reg, scale_max, np.bool_(False), la[0], b2[0], plan)):
         return False, 0, 0, False, 0.0
     c = -1.0 / reg
     lb = np.empty((1, m))

@@ -1218,8 +1218,10 @@ def knopp_solve_small(st, numItermax, stopThr):
     if not st.small or st.prepared or numItermax > _config.SMALL_MAX_ITER:
         return None
     errs = np.empty(numItermax // 10 + 1)
+    # kernel_ready given (not left to its default): the same signature as
+    # the call inside knopp_small_call, one compile
     ii, ne, status = _small.knopp_small_run(st.M, st.c, st.a, st.b, st.u, st.v, numItermax,
-                                            stopThr, errs, st.Kmat, st.q)
+                                            stopThr, errs, st.Kmat, st.q, False)
     st.prepared = True
     return errs[:ne], ii, status
 

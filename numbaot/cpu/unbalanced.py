@@ -976,7 +976,7 @@ def uot_small_call(M, a, b, reg, fi1, fi2, entropy, n_steps, stopThr, scale_max,
         return False, 0, False
     ca = np.ones(n) if entropy else a2[0]
     cb = np.ones(m) if entropy else b2[0]
-    if not screen_cost(M, reg, scale_max, True, ca, cb, plan):
+    if not screen_cost(M, reg, scale_max, np.bool_(True), ca, cb, plan):
         return False, 0, False
     for i in range(n):
         u1[i] = 1.0
@@ -1008,7 +1008,7 @@ def uot_log_small_call(M, a, b, reg, fi1, fi2, entropy, n_steps, stopThr, scale_
     b2 = np.empty((1, m))
     if not (copy_weights(a, a2)[0] and copy_weights(b, b2)[0]):
         return False, 0, False
-    if not screen_cost(M, reg, scale_max, False, a2[0], b2[0], plan):
+    if not screen_cost(M, reg, scale_max, np.bool_(False), a2[0], b2[0], plan):
         return False, 0, False
     c = -1.0 / reg
     la = np.empty((1, n))
