@@ -161,15 +161,30 @@ def test_small_knopp_matches_pot(name):
 @pytest.mark.parametrize("method", METHODS)
 def test_small_float32(monkeypatch, method, name):
     """float32 data: float32 results within float32 tolerance of POT's
-    float64 solve (the log domain's fixed point is the same); the same
-    iteration count as the blocked path."""
+    float64 solve (the log domain's fixed point is the same) and of the
+    blocked path, with the same err list to float32 tolerance.
+
+    The iteration counts may differ only where the stopping test is decided
+    by float32 rounding: the blocked path sums a float32 K in float32 lanes
+    (``uot_fused_pass``), the small path in float64, so their errs differ by
+    float32 noise (about 1e-7 absolute here) and an err within that noise of
+    stopThr (1e-6) can stop one path earlier (seen on an AVX-512 machine:
+    9.90e-7 against 1.003e-6 at iteration 105; near stopThr the err falls
+    by about 1e-7 per iteration, as much as the noise).  Every
+    iteration the longer run has beyond the shorter must have an err within
+    F32's absolute tolerance of stopThr."""
     args, kw = _case(name, np.float32)
     (G, lg), _ = _run(monkeypatch, True, nu.sinkhorn_unbalanced, *args, method=method,
                       log=True, **kw)
     (R, lr), _ = _run(monkeypatch, False, nu.sinkhorn_unbalanced, *args, method=method,
                       log=True, **kw)
     assert G.dtype == np.float32 and all(type(e) is np.float32 for e in lg["err"])
-    assert len(lg["err"]) == len(lr["err"])
+    es, eb = np.asarray(lg["err"], np.float64), np.asarray(lr["err"], np.float64)
+    k = min(es.size, eb.size)
+    assert_close(es[:k], eb[:k], **F32)
+    longer = es if es.size > eb.size else eb
+    stop_thr = 1e-6  # sinkhorn_unbalanced's default
+    assert np.all(longer[k - 1:] < stop_thr + F32["atol"]), longer[k - 1:]
     assert_close(G, R, **F32)
     if name != "paired":
         kw64 = dict(kw)
