@@ -30,6 +30,7 @@ import numpy as np
 from numba import njit, prange
 
 from .._config import JIT_OPTIONS
+from .._dispatch import threads_at_most
 from . import chunk_layout
 from . import sinkhorn as cpu_sinkhorn
 from ._math import fast_exp_ftz
@@ -131,8 +132,11 @@ def knopp_bary_step(st, want_err):
     bar = geometricBar(w, UKv).  Returns POT's error sum_j std_k UKv[k, j]
     when ``want_err``, else None."""
     with np.errstate(divide="ignore", invalid="ignore"):
-        cpu_sinkhorn.knopp_fused_pass(st.Kmat, st.AT, st.u, st.n_chunks, st.chunk_rows, st.Q, st.unew,
-                             st.q)
+        # one thread per chunk: a small barycenter has one (no second
+        # thread woken to find no work; see numbaot.cpu.partial)
+        with threads_at_most(st.n_chunks):
+            cpu_sinkhorn.knopp_fused_pass(st.Kmat, st.AT, st.u, st.n_chunks, st.chunk_rows,
+                                          st.Q, st.unew, st.q)
         UKvT = st.u * st.q
         bar = geometric_bar(st.w, UKvT.T)
         st.u = np.ascontiguousarray(st.u * bar[None, :] / UKvT)
