@@ -15,6 +15,7 @@ import pytest
 import numbaot
 from numbaot import partial as npar
 from numbaot._dispatch import num_threads
+from numbaot.cpu import partial as cpu_partial
 
 from _helpers import F32, assert_raises_naming, make_problem, ot, up
 
@@ -29,6 +30,17 @@ SOLVERS = {"exp": EXP, "log": LOG}
 #: accumulates its corrections q1, q2, q3 elementwise, numbaot keeps them as
 #: vectors), propagated through a contractive iteration.
 F64 = dict(rtol=1e-9, atol=1e-13)
+
+
+@pytest.fixture(params=["auto", "parallel"])
+def path(request, monkeypatch):
+    """Which CPU kernels run: 'auto', those the size selects (on the small
+    problems of these tests, the serial twins of ``numbaot.cpu.partial``);
+    'parallel', the parallel kernels whatever the size."""
+    if request.param == "parallel":
+        real = cpu_partial._kernels
+        monkeypatch.setattr(cpu_partial, "_kernels", lambda small: real(False))
+    return request.param
 
 
 def _problem(n, m, seed=0, dtype=np.float64, mass_a=1.0, mass_b=1.3):
@@ -72,7 +84,7 @@ def _check_errs(got, ref, rtol):
 @pytest.mark.parametrize("reg", [0.05, 0.5])
 @pytest.mark.parametrize("m_frac", [None, 0.3, 1.0])
 @pytest.mark.parametrize("shape", [(1, 7), (7, 1), (6, 9), (40, 25), (70, 33)])
-def test_matches_pot_float64(kind, reg, m_frac, shape):
+def test_matches_pot_float64(kind, reg, m_frac, shape, path):
     a, b, M = _problem(*shape, seed=shape[0] + 3 * shape[1])
     mm = None if m_frac is None else m_frac * min(a.sum(), b.sum())
     pot, ours = SOLVERS[kind]
@@ -93,7 +105,7 @@ def test_matches_pot_float64(kind, reg, m_frac, shape):
 
 @pytest.mark.parametrize("kind", ["exp", "log"])
 @pytest.mark.parametrize("shape", [(1, 5), (9, 14), (40, 25)])
-def test_float32_against_float64_oracle(kind, shape):
+def test_float32_against_float64_oracle(kind, shape, path):
     a, b, M = _problem(*shape, seed=7, dtype=np.float32)
     mm = 0.5 * float(min(a.sum(), b.sum()))
     pot, ours = SOLVERS[kind]
@@ -107,7 +119,7 @@ def test_float32_against_float64_oracle(kind, shape):
 
 
 @pytest.mark.parametrize("kind", ["exp", "log"])
-def test_wide_rows_and_many_chunks(kind):
+def test_wide_rows_and_many_chunks(kind, path):
     """More columns than a column block (512) and more rows than a chunk."""
     a, b, M = _problem(45, 700, seed=11)
     pot, ours = SOLVERS[kind]
@@ -228,7 +240,7 @@ def _failure_cases():
 
 
 @pytest.mark.parametrize("case", list(_failure_cases()))
-def test_failures_like_pot_exp(case):
+def test_failures_like_pot_exp(case, path):
     args, kw = _failure_cases()[case]
     kw = dict(kw, log=True, numItermax=kw.get("numItermax", 60))
     (ref, lref), ref_out, _ = _run(EXP[0], *args, **kw)
@@ -246,7 +258,7 @@ def test_failures_like_pot_exp(case):
 
 
 @pytest.mark.parametrize("case", list(_failure_cases()))
-def test_failures_like_pot_log(case):
+def test_failures_like_pot_log(case, path):
     args, kw = _failure_cases()[case]
     kw = dict(kw, log=True, numItermax=kw.get("numItermax", 60))
     (ref, lref), ref_out, ref_msgs = _run(LOG[0], *args, **kw)
@@ -350,7 +362,7 @@ def test_unknown_method():
 
 
 @pytest.mark.parametrize("kind", ["exp", "log"])
-def test_inputs_unchanged_and_deterministic(kind):
+def test_inputs_unchanged_and_deterministic(kind, path):
     a, b, M = _problem(50, 37, seed=13)
     M = np.asfortranarray(M)  # a layout the solver must copy, not modify
     copies = [x.copy() for x in (a, b, M)]
@@ -371,13 +383,11 @@ def test_module_exported():
                                  "entropic_partial_wasserstein_logscale"}
 
 
-def test_cpu_error_read_ahead_changes_no_iterate():
+def test_cpu_error_read_ahead_changes_no_iterate(path):
     """numbaot.cpu.partial takes POT's error in the same read of K0 as the
     next iteration's pass (kept for the next steps, dropped when the loop
     stops): the iterates are bit-identical to a run without error checks,
     and asking twice gives the same error."""
-    from numbaot.cpu import partial as cpu_partial
-
     a, b, M = _problem(33, 21, seed=14)
     K = cpu_partial.PartialState
     st1, st2 = K(M, 0.1, a, b, 0.9), K(M, 0.1, a, b, 0.9)
@@ -393,3 +403,38 @@ def test_cpu_error_read_ahead_changes_no_iterate():
     ref, lref = ot.partial.entropic_partial_wasserstein(a, b, M, 0.1, m=0.9, numItermax=11,
                                                         log=True)
     assert e1 == pytest.approx(float(lref["err"][-1]), rel=1e-7)
+
+
+@pytest.mark.parametrize("kind", ["exp", "log"])
+@pytest.mark.parametrize("shape", [(1, 7), (40, 25), (181, 181), (182, 181), (300, 90),
+                                   (45, 700)])
+def test_serial_twins_match_the_parallel_kernels_bitwise(kind, shape, monkeypatch):
+    """Small problems run serial twins of the parallel kernels (same code,
+    same chunks): plans, errors and losses agree to rounding (LLVM may
+    contract or vectorise the serial code differently: 1 ulp seen); and
+    the size rule: multiplicative, serial iff K0 is one chunk of the
+    memory-bound layout; log domain, iff dim_a x dim_b <=
+    SMALL_MAX_ENTRIES_LOG."""
+    from numbaot import _config
+    from numbaot.cpu import chunk_layout
+
+    a, b, M = _problem(*shape, seed=sum(shape))
+    fn = SOLVERS[kind][1]
+    real = cpu_partial._kernels
+    picked = []
+    monkeypatch.setattr(cpu_partial, "_kernels", lambda small: picked.append(small) or real(small))
+    g0, l0 = fn(a, b, M, 0.05, m=0.6, numItermax=40, log=True)
+    if kind == "exp":
+        assert picked == [chunk_layout(shape[0], 1, shape[1], memory_bound=True)[0] == 1]
+    else:
+        assert picked == [shape[0] * shape[1] <= _config.SMALL_MAX_ENTRIES_LOG]
+    runs = []
+    for small in (True, False):
+        monkeypatch.setattr(cpu_partial, "_kernels", lambda _, small=small: real(small))
+        runs.append(fn(a, b, M, 0.05, m=0.6, numItermax=40, log=True))
+    (g1, l1), (g2, l2) = runs
+    np.testing.assert_array_equal(g0, runs[0 if picked[0] else 1][0])  # the size's path
+    np.testing.assert_allclose(g1, g2, rtol=1e-13, atol=1e-16 * g2.max())
+    assert len(l1["err"]) == len(l2["err"]) == len(l0["err"]) == 4
+    np.testing.assert_allclose(l1["err"], l2["err"], rtol=1e-9)
+    assert l1["partial_w_dist"] == pytest.approx(l2["partial_w_dist"], rel=1e-13)

@@ -1,12 +1,38 @@
 """Parallel CPU kernels (``numba.njit(parallel=True)`` with ``prange``).
 
 Kernels never validate their input (see ``numbaot._checks``).  ``chunk_layout``
-is the one place that decides how rows are split into fixed chunks.
+is the one place that decides how rows are split into fixed chunks;
+``serial_twin`` the one that compiles a parallel kernel for the calling
+thread alone (small problems).
 """
+import types
 
-from .._config import MAX_ROW_CHUNKS, MIN_CHUNK_ENTRIES, MIN_CHUNK_ROWS, ACCUMULATOR_BYTES
+from numba import njit
 
-__all__ = ["chunk_layout"]
+from .._config import (ACCUMULATOR_BYTES, JIT_OPTIONS, MAX_ROW_CHUNKS, MIN_CHUNK_ENTRIES,
+                       MIN_CHUNK_ROWS)
+
+__all__ = ["chunk_layout", "serial_twin"]
+
+
+def serial_twin(kernel, **subs):
+    """``kernel`` (a Numba dispatcher) compiled serially (``prange`` runs as
+    ``range``) as a function named ``<name>_serial``, with the global names
+    in ``subs`` bound to other functions (the serial twins of the parallel
+    kernels it calls), so that a small problem's solve launches no parallel
+    region: waking the worker threads costs more than the arithmetic there,
+    and stalls behind any other busy thread pool.  The new name matters:
+    Numba's disk cache keys a function by its qualified name, not by its
+    flags, so the same function compiled both ways would share one entry.
+    Call it once per kernel, after every global the kernel uses is defined
+    (``subs`` binds into a copy of the module's globals)."""
+    f = kernel.py_func
+    glob = dict(f.__globals__, **subs) if subs else f.__globals__
+    g = types.FunctionType(f.__code__, glob, f.__name__ + "_serial", f.__defaults__,
+                           f.__closure__)
+    g.__qualname__ = f.__qualname__ + "_serial"
+    g.__module__, g.__doc__ = f.__module__, f.__doc__
+    return njit(**JIT_OPTIONS)(g)
 
 
 def chunk_layout(n_rows, n_hists, n_cols, memory_bound=False):

@@ -48,27 +48,22 @@ not finite (a zero weight, m = 0).
 Conventions: K0 and M are (dim_a, dim_b), C order, float32 or float64, only
 read; vectors are float64; rows are split by ``numbaot.cpu.chunk_layout``
 (fixed chunks, merged in chunk order: bit-identical for any thread count).
-The multiplicative launchers run on at most ``n_chunks`` threads
-(``numbaot._dispatch.threads_at_most``): below 2 ``MIN_CHUNK_ENTRIES``
-entries (n = 181 square) K0 is one chunk, and a second thread would only be
-woken to find no work.  Measured 2026-11-28 (2 cores, reg 0.05, 200
-iterations): the two-thread launch 1.07-1.17x slower at n = 64-181 on idle
-cores, and with another process's threads busy (two pytest workers) 7.7 s
-against 0.23 s for 300 iterations at 40 x 25.
+Small problems run serial twins of the kernels (no parallel region; see
+"Small problems" below).
 """
 import math
 
 import numpy as np
 from numba import njit, prange
 
+from .. import _config
 from .._config import (
     COL_BLOCK,
     JIT_OPTIONS,
     PARTIAL_SUM_FLOOR,
     ROW_SUM_FLOOR,
 )
-from .._dispatch import threads_at_most
-from . import chunk_layout
+from . import chunk_layout, serial_twin
 from ._math import fast_exp, fast_exp_ftz
 from .sinkhorn import (
     axpy_rows,
@@ -423,6 +418,62 @@ def partial_log_err2(u, v, s, up, vp, sp, n_chunks, chunk_rows):
 
 
 # --------------------------------------------------------------------------
+# Small problems: the same kernels compiled for the calling thread alone
+# --------------------------------------------------------------------------
+# Small problems run these twins (``serial_twin``: the same code, prange as
+# range, the parallel kernels it calls replaced by their twins): no parallel
+# region is launched, per iteration or at the end, and a first call on a
+# small problem compiles no parallel kernel.  Same chunks, so the same
+# results as the parallel kernels to rounding (LLVM may contract or
+# vectorise the serial code differently: 1 ulp seen); the choice depends on
+# the size alone, so results stay bit-identical for any thread count.  Small: K0 in one chunk of
+# the memory-bound layout (dim_a x dim_b <= 2 MIN_CHUNK_ENTRIES, about
+# 181^2; above, two threads take two chunks), or for the log domain at most
+# ``_config.SMALL_MAX_ENTRIES_LOG`` entries.  Measured (2026-11-28, Zen 4
+# VM, 2 threads idle, reg 0.05, 200 iterations, interleaved): parallel /
+# serial time 2.02, 1.83, 1.60, 1.43, 1.29 at n = 32, 64, 90, 128, 181
+# and 0.81 at 256 (one chunk up to 181); log domain 1.73, 1.23, 0.98,
+# 0.84 at 32, 64, 90, 128.
+_merge_chunks_serial = serial_twin(merge_chunks)
+partial_fused_pass_serial = serial_twin(partial_fused_pass, merge_chunks=_merge_chunks_serial)
+partial_fused_err_pass_serial = serial_twin(partial_fused_err_pass,
+                                            merge_chunks=_merge_chunks_serial)
+partial_err2_serial = serial_twin(partial_err2)
+partial_run_serial = serial_twin(partial_run, partial_fused_pass=partial_fused_pass_serial)
+_scaled_plan_serial = serial_twin(scaled_plan)
+_scaled_loss_serial = serial_twin(scaled_loss)
+partial_log_fused_pass_serial = serial_twin(partial_log_fused_pass,
+                                            merge_chunks=_merge_chunks_serial)
+_log_col_lse_serial = serial_twin(log_col_lse)
+partial_log_run_serial = serial_twin(partial_log_run,
+                                     partial_log_fused_pass=partial_log_fused_pass_serial,
+                                     log_col_lse=_log_col_lse_serial)
+partial_log_err2_serial = serial_twin(partial_log_err2)
+_gibbs_kernel_serial = serial_twin(gibbs_kernel)
+_gibbs_loss_serial = serial_twin(gibbs_loss)
+
+#: (parallel kernel, its serial twin) of each launcher's call
+_KERNELS = {
+    "run": (partial_run, partial_run_serial),
+    "err_pass": (partial_fused_err_pass, partial_fused_err_pass_serial),
+    "err2": (partial_err2, partial_err2_serial),
+    "plan": (scaled_plan, _scaled_plan_serial),
+    "loss": (scaled_loss, _scaled_loss_serial),
+    "log_run": (partial_log_run, partial_log_run_serial),
+    "log_col_lse": (log_col_lse, _log_col_lse_serial),
+    "log_err2": (partial_log_err2, partial_log_err2_serial),
+    "gibbs": (gibbs_kernel, _gibbs_kernel_serial),
+    "gibbs_loss": (gibbs_loss, _gibbs_loss_serial),
+}
+
+
+def _kernels(small):
+    """name -> the kernel each launcher calls: the serial twins for a small
+    problem, else the parallel kernels."""
+    return {name: pair[bool(small)] for name, pair in _KERNELS.items()}
+
+
+# --------------------------------------------------------------------------
 # Launchers: the same names, signatures and returns as numbaot.cuda.partial
 # --------------------------------------------------------------------------
 class PartialState:
@@ -461,6 +512,7 @@ class PartialState:
         self.zero_below = float(np.finfo(dt).smallest_subnormal) / 2
         self.kmin = float(K0.min())
         self.n_chunks, self.chunk_rows = chunk_layout(dim_a, 1, dim_b, memory_bound=True)
+        self.k = _kernels(self.n_chunks == 1)
         self.Q = np.empty((self.n_chunks, 1, dim_b))
         self.q = np.empty((1, dim_b))
         self.failed = False
@@ -492,10 +544,9 @@ def partial_steps(st, n_steps):
                             st.scal[1]):
                 st.failed = True
                 return 0, True
-        with threads_at_most(st.n_chunks):
-            more, failed = partial_run(st.K0, st.a, st.b, st.mass, st.u, st.v, st.up, st.vp,
-                                       st.scal, st.kmin, st.zero_below, st.n_chunks,
-                                       st.chunk_rows, st.Q, st.q, n_steps - done)
+        more, failed = st.k["run"](st.K0, st.a, st.b, st.mass, st.u, st.v, st.up, st.vp,
+                                   st.scal, st.kmin, st.zero_below, st.n_chunks,
+                                   st.chunk_rows, st.Q, st.q, n_steps - done)
     st.started = True
     st.failed = bool(failed)
     return done + int(more), bool(failed)
@@ -519,17 +570,12 @@ def partial_error(st):
     (whose result is kept for the next :func:`partial_steps`, or dropped by
     :func:`partial_plan` / :func:`partial_loss` when the loop stops): one
     read of K0 per iteration, checks included."""
-    with threads_at_most(st.n_chunks):
-        return _partial_error(st)
-
-
-def _partial_error(st):
     if st.pending:  # asked again: the error between the saved iterates
-        e2 = partial_err2(st.K0, st.up, st.vp, st.scal[1], st.upp, st.vpp, st.spp,
+        e2 = st.k["err2"](st.K0, st.up, st.vp, st.scal[1], st.upp, st.vpp, st.spp,
                           st.n_chunks, st.chunk_rows)
         return math.sqrt(e2)
     if st.failed or st.scal[2] != 0.0 or not st.started:
-        e2 = partial_err2(st.K0, st.u, st.v, st.scal[0], st.up, st.vp, st.scal[1],
+        e2 = st.k["err2"](st.K0, st.u, st.v, st.scal[0], st.up, st.vp, st.scal[1],
                           st.n_chunks, st.chunk_rows)
         return math.sqrt(e2)
     st.upp[:] = st.up
@@ -540,7 +586,7 @@ def _partial_error(st):
     st.up[:] = st.u
     st.vp[:, :] = st.v
     with np.errstate(all="ignore"):
-        e2 = partial_fused_err_pass(st.K0, st.a, st.v, s, st.vpp, st.upp, st.spp,
+        e2 = st.k["err_pass"](st.K0, st.a, st.v, s, st.vpp, st.upp, st.spp,
                                     st.n_chunks, st.chunk_rows, st.Q, st.u, st.q)
     st.pending = True
     return math.sqrt(e2)
@@ -555,8 +601,7 @@ def partial_plan(st):
     if not st.started:
         return st.K0.copy()
     plan = np.empty(st.K0.shape, dtype=st.K0.dtype)
-    with threads_at_most(st.n_chunks):
-        scaled_plan(st.K0, st.u * st.scal[0], st.v[0], plan)
+    st.k["plan"](st.K0, st.u * st.scal[0], st.v[0], plan)
     return plan
 
 
@@ -566,9 +611,8 @@ def partial_loss(st):
     if st.failed:
         return np.nan
     out = np.empty(1)
-    with threads_at_most(st.n_chunks):
-        scaled_loss(st.K0, st.M, (st.u * st.scal[0]).reshape(1, -1), st.v, st.n_chunks,
-                    st.chunk_rows, out)
+    st.k["loss"](st.K0, st.M, (st.u * st.scal[0]).reshape(1, -1), st.v, st.n_chunks,
+                 st.chunk_rows, out)
     return float(out[0])
 
 
@@ -585,8 +629,9 @@ class PartialLogState:
         dim_a, dim_b = M.shape
         self.M, self.c = M, -1.0 / reg
         self.n_chunks, self.chunk_rows = chunk_layout(dim_a, 1, dim_b)
+        self.k = _kernels(dim_a * dim_b <= _config.SMALL_MAX_ENTRIES_LOG)
         lse = np.empty((1, dim_b))
-        log_col_lse(M, self.c, np.zeros((1, dim_a)), self.n_chunks, self.chunk_rows, lse)
+        self.k["log_col_lse"](M, self.c, np.zeros((1, dim_a)), self.n_chunks, self.chunk_rows, lse)
         mx = lse.max()
         with np.errstate(divide="ignore", invalid="ignore"):
             self.logm = math.log(m) if m > 0 else -np.inf
@@ -611,7 +656,7 @@ def partial_log_steps(st, n_steps):
     if st.failed:
         return 0, True
     with np.errstate(all="ignore"):
-        done, failed = partial_log_run(st.M, st.c, st.C0, st.logm, st.La, st.Lb, st.u, st.v,
+        done, failed = st.k["log_run"](st.M, st.c, st.C0, st.logm, st.La, st.Lb, st.u, st.v,
                                        st.up, st.vp, st.scal, st.rmax, PARTIAL_SUM_FLOOR,
                                        st.n_chunks,
                                        st.chunk_rows, st.Q, st.q, st.colL, n_steps)
@@ -621,7 +666,7 @@ def partial_log_steps(st, n_steps):
 
 def partial_log_error(st):
     """POT's error of the last iteration, ||LK_prev - LK||_F (float)."""
-    e2 = partial_log_err2(st.u, st.v, st.scal[0], st.up, st.vp, st.scal[1], st.n_chunks,
+    e2 = st.k["log_err2"](st.u, st.v, st.scal[0], st.up, st.vp, st.scal[1], st.n_chunks,
                           st.chunk_rows)
     return math.sqrt(e2)
 
@@ -632,7 +677,7 @@ def partial_log_plan(st):
     plan = np.empty(st.M.shape, dtype=st.M.dtype)
     with np.errstate(invalid="ignore"):
         f = st.u + (st.C0 + st.scal[0])
-    gibbs_kernel(st.M, st.c, f, st.v[0], plan)
+    st.k["gibbs"](st.M, st.c, f, st.v[0], plan)
     return plan
 
 
@@ -641,7 +686,7 @@ def partial_log_loss(st):
     out = np.empty(1)
     with np.errstate(invalid="ignore"):
         f = (st.u + (st.C0 + st.scal[0])).reshape(1, -1)
-    gibbs_loss(st.M, st.c, f, st.v, st.n_chunks, st.chunk_rows, out)
+    st.k["gibbs_loss"](st.M, st.c, f, st.v, st.n_chunks, st.chunk_rows, out)
     return float(out[0])
 
 

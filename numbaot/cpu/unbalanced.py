@@ -38,7 +38,6 @@ reads M0 row by row; ``log_col_lse`` of ``numbaot.cpu.sinkhorn`` does the
 columns in tiles).
 """
 import math
-import types
 
 import numpy as np
 from numba import njit, prange
@@ -56,7 +55,7 @@ from .._config import (
     UOT_MERGE_COLS,
     UOT_TILE_BYTES,
 )
-from . import chunk_layout
+from . import chunk_layout, serial_twin
 from ._math import fast_exp
 from ._small import copy_weights, screen_cost
 from .sinkhorn import axpy_rows, dot_rows, gibbs_loss, log_col_lse, merge_chunks, scaled_loss
@@ -640,22 +639,8 @@ def uot_log_plan_stats(M0, M, c, fu, fv, C, ca, cb, use_mat, write_plan, plan,
 # used in float64 lanes).  These kernels call no parallel kernel, so a first
 # call on a small problem compiles none.
 
-
-def _serial_twin(kernel):
-    """``kernel`` (a ``parallel=True`` dispatcher) compiled serially
-    (``prange`` runs as ``range``) as a function named ``<name>_serial``:
-    Numba's disk cache keys a function by its qualified name, not by its
-    flags, so the same function compiled both ways would share one entry."""
-    f = kernel.py_func
-    g = types.FunctionType(f.__code__, f.__globals__, f.__name__ + "_serial", f.__defaults__,
-                           f.__closure__)
-    g.__qualname__ = f.__qualname__ + "_serial"
-    g.__module__, g.__doc__ = f.__module__, f.__doc__
-    return njit(**_SER)(g)
-
-
-uot_gibbs_serial = _serial_twin(uot_gibbs)
-uot_log_row_update_serial = _serial_twin(uot_log_row_update)
+uot_gibbs_serial = serial_twin(uot_gibbs)
+uot_log_row_update_serial = serial_twin(uot_log_row_update)
 
 
 @njit(**_SER)
