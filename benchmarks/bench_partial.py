@@ -24,8 +24,15 @@ taken in the same read as the next iteration's pass: one read of K per
 iteration, as balanced Sinkhorn-Knopp (``numbaot.sinkhorn``).  The log-domain solver reads M once and computes
 one exponential per entry (its error needs no read of M).
 
+``--twins``: instead, the serial twins that small problems run
+(``numbaot.cpu.partial``, chosen by size) against the parallel kernels on
+the same problem, both forced (``numbaot.cpu.partial._kernels``),
+alternated in one process: the median of the pairwise ratios of whole
+calls (200 iterations, m = 0.7; the data behind the size rule).
+
 Usage::
 
+    python benchmarks/bench_partial.py --twins --sizes 32 64 90 128 181 256 362
     python benchmarks/bench_partial.py                # n = 128, 512, 2048, float64
     python benchmarks/bench_partial.py --quick        # n = 128, 512
     OPENBLAS_NUM_THREADS=1 python benchmarks/bench_partial.py --threads 1   # one core each
@@ -80,6 +87,43 @@ def full_run_counts(solver, a, b, M, reg, n1, n2):
     return n1, n2
 
 
+def twins(sizes, reg, pairs=11):
+    """Print, per size and solver, time with the parallel kernels / time
+    with the serial twins (median of ``pairs`` alternated pairs of calls)."""
+    import statistics
+    import time
+
+    from numbaot import partial as npar
+    from numbaot.cpu import partial as cpu_partial
+
+    real = cpu_partial._kernels
+    print("| n | solver | parallel / serial (median) | min-max | serial ms per call |")
+    print("|---|---|---|---|---|")
+    for n in sizes:
+        a, b, M = problem(n, np.float64, seed=1)
+        for name, fn in (("exp", npar.entropic_partial_wasserstein),
+                         ("log", npar.entropic_partial_wasserstein_logscale)):
+            def call(small, fn=fn):
+                cpu_partial._kernels = lambda _: real(small)
+                try:
+                    return fn(a, b, M, reg, m=0.7, numItermax=200)
+                finally:
+                    cpu_partial._kernels = real
+
+            call(True), call(False)
+            ratios, ts = [], []
+            for _ in range(pairs):
+                t0 = time.perf_counter()
+                call(False)
+                t1 = time.perf_counter()
+                call(True)
+                t2 = time.perf_counter()
+                ratios.append((t1 - t0) / (t2 - t1))
+                ts.append(t2 - t1)
+            print(f"| {n} | {name} | {statistics.median(ratios):.2f} | {min(ratios):.2f}-"
+                  f"{max(ratios):.2f} | {statistics.median(ts) * 1e3:.3f} |", flush=True)
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--sizes", type=int, nargs="+", default=[128, 512, 2048])
@@ -91,6 +135,8 @@ def main(argv=None):
                    help="numba.set_num_threads(...) before timing (set OPENBLAS_NUM_THREADS "
                         "in the environment to pin POT's BLAS too)")
     p.add_argument("--quick", action="store_true")
+    p.add_argument("--twins", action="store_true",
+                   help="serial twins against the parallel kernels (see the docstring)")
     args = p.parse_args(argv)
     sizes = [128, 512] if args.quick else args.sizes
     repeats = 2 if args.quick else args.repeats
@@ -102,6 +148,9 @@ def main(argv=None):
     if args.threads:
         numba.set_num_threads(args.threads)
     C.start_report("bench_partial")
+    if args.twins:
+        twins(args.sizes, args.reg)
+        return
     print(f"reg={args.reg}, m = 0.8, stopThr=0 (every iteration runs), repeats={repeats} "
           f"(best), numba threads={numba.get_num_threads()}")
     print()

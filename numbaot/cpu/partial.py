@@ -429,11 +429,11 @@ def partial_log_err2(u, v, s, up, vp, sp, n_chunks, chunk_rows):
 # the size alone, so results stay bit-identical for any thread count.  Small: K0 in one chunk of
 # the memory-bound layout (dim_a x dim_b <= 2 MIN_CHUNK_ENTRIES, about
 # 181^2; above, two threads take two chunks), or for the log domain at most
-# ``_config.SMALL_MAX_ENTRIES_LOG`` entries.  Measured (2026-11-28, Zen 4
-# VM, 2 threads idle, reg 0.05, 200 iterations, interleaved): parallel /
-# serial time 2.02, 1.83, 1.60, 1.43, 1.29 at n = 32, 64, 90, 128, 181
-# and 0.81 at 256 (one chunk up to 181); log domain 1.73, 1.23, 0.98,
-# 0.84 at 32, 64, 90, 128.
+# ``_config.SMALL_MAX_ENTRIES_LOG`` entries: the sizes where the twins won
+# or tied in every run of ``benchmarks/bench_partial.py --twins``
+# (BENCHMARKS.md, "Entropic partial OT": parallel / serial time 1.29-5.9 at
+# n = 32-181 for exp, 0.98-3.6 at 32-90 for log; above, the parallel kernels
+# won in some runs).
 _merge_chunks_serial = serial_twin(merge_chunks)
 partial_fused_pass_serial = serial_twin(partial_fused_pass, merge_chunks=_merge_chunks_serial)
 partial_fused_err_pass_serial = serial_twin(partial_fused_err_pass,
