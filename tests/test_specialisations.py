@@ -6,7 +6,8 @@ or a ``prange`` index (Numba types a ``prange`` body twice, with an int64 and
 then a uint64 index) passed on to a helper, each cost a second compile of the
 kernel and of everything it calls.  In a fresh process, the first calls of
 the public solvers on float64 problems must leave every CPU dispatcher of
-numbaot with a single signature.  The child compiles from an empty disk
+numbaot with a single signature; and a small partial-OT solve, the first
+calls of the process, compiles no parallel kernel (its serial twins only).  The child compiles from an empty disk
 cache (about a minute of compile on 2 cores).  (float32 problems compile the float32 lanes
 and their float64 fallback on purpose.)
 """
@@ -34,9 +35,26 @@ CHILD = textwrap.dedent(r"""
         M /= M.max()
         return np.full(n, 1.0 / n), np.full(n, 1.0 / n), M, x, y
 
+    # small partial OT runs serial twins only (numbaot.cpu.partial): first,
+    # so that no other solver has compiled a parallel kernel yet
+    a, b, M, x, y = problem(64)
+    numbaot.partial.entropic_partial_wasserstein(a, b, M, 0.05, m=0.5, numItermax=50)
+    numbaot.partial.entropic_partial_wasserstein_logscale(a, b, M, 0.05, m=0.5, numItermax=50)
+    parallel = sorted(
+        f"{mod.__name__}.{name}"
+        for mod in (importlib.import_module("numbaot.cpu.partial"),
+                    importlib.import_module("numbaot.cpu.sinkhorn"))
+        for name, f in vars(mod).items()
+        if isinstance(f, numba.core.registry.CPUDispatcher)
+        and f.targetoptions.get("parallel") and f.signatures)
+    print("PARALLEL " + json.dumps(parallel))
+
     # 64: the one-call small paths; 400: the blocked (chunked, parallel) paths
     for n in (64, 400):
         a, b, M, x, y = problem(n)
+        numbaot.partial.entropic_partial_wasserstein(a, b, M, 0.05, m=0.5, numItermax=50)
+        numbaot.partial.entropic_partial_wasserstein_logscale(a, b, M, 0.05, m=0.5,
+                                                              numItermax=50)
         numbaot.sinkhorn(a, b, M, 0.05, numItermax=50)
         numbaot.sinkhorn(a, b, M, 0.05, method="sinkhorn_log", numItermax=50)
         numbaot.sinkhorn_unbalanced(a, b, M, 0.05, 1.0, numItermax=50)
@@ -69,5 +87,7 @@ def test_first_calls_compile_each_kernel_once(tmp_path):
     line = [ln for ln in out.stdout.splitlines() if ln.startswith("RESULT ")]
     assert line, out.stdout[-2000:]
     dup = json.loads(line[-1][len("RESULT "):])
+    par = [ln for ln in out.stdout.splitlines() if ln.startswith("PARALLEL ")]
+    assert par and json.loads(par[-1][len("PARALLEL "):]) == [], par
     assert dup == {}, "kernels compiled for more than one signature:\n" + "\n".join(
         f"{k}: {v}" for k, v in dup.items())

@@ -129,13 +129,13 @@ def partial_fused_pass(K0, a, v, sp, n_chunks, chunk_rows, Q, u, q):
             nr = min(i1, t0 + R) - t0
             s[:] = 0.0
             for j0 in range(0, m, COL_BLOCK):
-                dot_rows(K0, t0, nr, v, 0, j0, min(m, j0 + COL_BLOCK) - j0, s)
+                dot_rows(K0, t0, nr, v, np.int64(0), j0, min(m, j0 + COL_BLOCK) - j0, s)
             for r in range(nr):
                 x = _min1(a[t0 + r] / (sp * s[r]))
                 w[r] = x
                 u[t0 + r] = x
             for j0 in range(0, m, COL_BLOCK):
-                axpy_rows(w, K0, t0, nr, Qc, 0, j0, min(m, j0 + COL_BLOCK) - j0,
+                axpy_rows(w, K0, t0, nr, Qc, np.int64(0), j0, min(m, j0 + COL_BLOCK) - j0,
                           t0 == i0)
     merge_chunks(Q, np.ones(1, dtype=np.bool_), q)
 
@@ -216,7 +216,7 @@ def partial_fused_err_pass(K0, a, v, s, vpp, upp, spp, n_chunks, chunk_rows, Q, 
             nr = min(i1, t0 + R) - t0
             rs[:] = 0.0
             for j0 in range(0, m, COL_BLOCK):
-                dot_rows(K0, t0, nr, v, 0, j0, min(m, j0 + COL_BLOCK) - j0, rs)
+                dot_rows(K0, t0, nr, v, np.int64(0), j0, min(m, j0 + COL_BLOCK) - j0, rs)
             for r in range(nr):
                 i = t0 + r
                 a0 = spp * upp[i]
@@ -230,7 +230,7 @@ def partial_fused_err_pass(K0, a, v, s, vpp, upp, spp, n_chunks, chunk_rows, Q, 
                 w[r] = x
                 u[i] = x
             for j0 in range(0, m, COL_BLOCK):
-                axpy_rows(w, K0, t0, nr, Qc, 0, j0, min(m, j0 + COL_BLOCK) - j0,
+                axpy_rows(w, K0, t0, nr, Qc, np.int64(0), j0, min(m, j0 + COL_BLOCK) - j0,
                           t0 == i0)
         part[ch] = acc
     merge_chunks(Q, np.ones(1, dtype=np.bool_), q)
@@ -332,8 +332,8 @@ def partial_log_fused_pass(M, c, La, v, off, shift_ok, dv_max, rmax, n_chunks, c
                     u[i] = x
                     w[r] = fast_exp(la) / S
             for j0 in range(0, m, COL_BLOCK):
-                axpy_rows(w, E, np.int64(0), nr, Qc, 0, j0, min(m, j0 + COL_BLOCK) - j0,
-                          np.bool_(False))
+                axpy_rows(w, E, np.int64(0), nr, Qc, np.int64(0), j0,
+                          min(m, j0 + COL_BLOCK) - j0, np.bool_(False))
     merge_chunks(Q, np.ones(1, dtype=np.bool_), q)
 
 
@@ -426,9 +426,10 @@ def partial_log_err2(u, v, s, up, vp, sp, n_chunks, chunk_rows):
 # small problem compiles no parallel kernel.  Same chunks, so the same
 # results as the parallel kernels to rounding (LLVM may contract or
 # vectorise the serial code differently: 1 ulp seen); the choice depends on
-# the size alone, so results stay bit-identical for any thread count.  Small: K0 in one chunk of
-# the memory-bound layout (dim_a x dim_b <= 2 MIN_CHUNK_ENTRIES, about
-# 181^2; above, two threads take two chunks), or for the log domain at most
+# the size alone, so results stay bit-identical for any thread count.
+# Small: K0 in one chunk of the memory-bound layout (dim_a x dim_b <=
+# 2 MIN_CHUNK_ENTRIES, about 181^2; above, two threads take two chunks), or
+# for the log domain at most
 # ``_config.SMALL_MAX_ENTRIES_LOG`` entries: the sizes where the twins won
 # or tied in every run of ``benchmarks/bench_partial.py --twins``
 # (BENCHMARKS.md, "Entropic partial OT": parallel / serial time 1.29-5.9 at
