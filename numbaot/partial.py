@@ -93,11 +93,30 @@ def _prepare(a, b, M, reg, m, numItermax, stopThr, name):
     return P, reg, _check_m(m, a, b, P), numItermax, stopThr
 
 
-def _partial_loop(run, error, dtype, numItermax, stopThr, verbose, log):
+def _print_check(ii, err):
+    """One line of POT's verbose table (its header every 200 iterations)."""
+    if ii % 200 == 0:
+        print("{:5s}|{:12s}".format("It.", "Err") + "\n" + "-" * 11)
+    print("{:5d}|{:8e}|".format(ii, err))
+
+
+def _partial_loop(run, error, dtype, numItermax, stopThr, verbose, log, small=None):
     """POT's loop of the entropic partial solvers: ``while err > stopThr and
     cpt < numItermax`` with err = 1 at the start and the error taken (logged,
     printed) at cpt % 10 == 0.  ``run(n)`` makes up to n iterations and
-    returns (done, failed).  Returns (error list, failing iteration or None)."""
+    returns (done, failed).  ``small()``, when it returns a record (the
+    backend ran the whole loop in one call: the errors at the checks and the
+    failing iteration or None), replaces the loop; the verbose table is then
+    printed from the record.  Returns (error list, failing iteration or
+    None)."""
+    rec = small() if small is not None else None
+    if rec is not None:
+        checks, failed_at = rec
+        errs = [_loops.err_scalar(e, dtype) for e in checks]
+        if verbose:
+            for k, err in enumerate(errs):
+                _print_check(10 * k, err)
+        return (errs if log else []), failed_at
     errs = []
     if not 1 > stopThr:
         return errs, None
@@ -111,9 +130,7 @@ def _partial_loop(run, error, dtype, numItermax, stopThr, verbose, log):
             if log:
                 errs.append(err)
             if verbose:
-                if ii % 200 == 0:
-                    print("{:5s}|{:12s}".format("It.", "Err") + "\n" + "-" * 11)
-                print("{:5d}|{:8e}|".format(ii, err))
+                _print_check(ii, err)
             if not err > stopThr:
                 break
     return errs, None
@@ -241,7 +258,8 @@ def entropic_partial_wasserstein(a, b, M, reg, m=None, method="sinkhorn", numIte
     st = be.PartialState(P.M, reg, P.a[0], P.b[0], m)
     errs, failed_at = _partial_loop(lambda n: be.partial_steps(st, n),
                                     lambda: be.partial_error(st), P.dtype, numItermax,
-                                    stopThr, verbose, log)
+                                    stopThr, verbose, log,
+                                    lambda: be.partial_solve_small(st, numItermax, stopThr))
     if failed_at is not None:
         print(_PRINT_FAILURE, failed_at)
     plan = be.partial_plan(st)
@@ -331,7 +349,8 @@ def entropic_partial_wasserstein_logscale(a, b, M, reg, m=None, numItermax=1000,
     st = be.PartialLogState(P.M, reg, P.a[0], P.b[0], m)
     errs, failed_at = _partial_loop(lambda n: be.partial_log_steps(st, n),
                                     lambda: be.partial_log_error(st), P.dtype, numItermax,
-                                    stopThr, verbose, log)
+                                    stopThr, verbose, log,
+                                    lambda: be.partial_log_solve_small(st, numItermax, stopThr))
     if failed_at is not None:
         warnings.warn(_LOG_FAILURE.format(failed_at), stacklevel=2)
     plan = be.partial_log_plan(st)

@@ -32,14 +32,24 @@ SOLVERS = {"exp": EXP, "log": LOG}
 F64 = dict(rtol=1e-9, atol=1e-13)
 
 
-@pytest.fixture(params=["auto", "parallel"])
+def _force(monkeypatch, path):
+    """Make the CPU backend take ``path``: 'auto' (what the size selects:
+    on a small problem the whole loop in one compiled call), 'blocks' (the
+    serial twins, the loop in Python by blocks of iterations) or 'parallel'
+    (the parallel kernels, by blocks)."""
+    if path == "auto":
+        return
+    monkeypatch.setattr(cpu_partial, "partial_solve_small", lambda *args: None)
+    monkeypatch.setattr(cpu_partial, "partial_log_solve_small", lambda *args: None)
+    real = cpu_partial._kernels
+    monkeypatch.setattr(cpu_partial, "_kernels", lambda small: real(path == "blocks"))
+
+
+@pytest.fixture(params=["auto", "blocks", "parallel"])
 def path(request, monkeypatch):
-    """Which CPU kernels run: 'auto', those the size selects (on the small
-    problems of these tests, the serial twins of ``numbaot.cpu.partial``);
-    'parallel', the parallel kernels whatever the size."""
-    if request.param == "parallel":
-        real = cpu_partial._kernels
-        monkeypatch.setattr(cpu_partial, "_kernels", lambda small: real(False))
+    """Which CPU path runs (:func:`_force`); the tests' problems are small,
+    so 'auto' is the one-call loop of ``numbaot.cpu.partial``."""
+    _force(monkeypatch, request.param)
     return request.param
 
 
@@ -408,33 +418,33 @@ def test_cpu_error_read_ahead_changes_no_iterate(path):
 @pytest.mark.parametrize("kind", ["exp", "log"])
 @pytest.mark.parametrize("shape", [(1, 7), (40, 25), (181, 181), (182, 181), (300, 90),
                                    (45, 700)])
-def test_serial_twins_match_the_parallel_kernels_bitwise(kind, shape, monkeypatch):
-    """Small problems run serial twins of the parallel kernels (same code,
-    same chunks): plans, errors and losses agree to rounding (LLVM may
-    contract or vectorise the serial code differently: 1 ulp seen); and
-    the size rule: multiplicative, serial iff K0 is one chunk of the
-    memory-bound layout; log domain, iff dim_a x dim_b <=
-    SMALL_MAX_ENTRIES_LOG."""
+def test_small_paths_match_the_parallel_kernels(kind, shape, monkeypatch):
+    """Small problems run the whole loop in one compiled call on serial
+    twins of the parallel kernels (same code, same chunks).  Against the
+    same twins driven by blocks from Python: the same plan bit for bit,
+    errors to rounding (the one-call loop sums POT's error in its own pass);
+    against the parallel kernels: plans, errors and losses to rounding (LLVM
+    may contract or vectorise the serial code differently: 1 ulp seen).  The
+    size rule: multiplicative, small iff K0 is one chunk of the memory-bound
+    layout; log domain, iff dim_a x dim_b <= SMALL_MAX_ENTRIES_LOG."""
     from numbaot import _config
     from numbaot.cpu import chunk_layout
 
     a, b, M = _problem(*shape, seed=sum(shape))
     fn = SOLVERS[kind][1]
-    real = cpu_partial._kernels
-    picked = []
-    monkeypatch.setattr(cpu_partial, "_kernels", lambda small: picked.append(small) or real(small))
-    g0, l0 = fn(a, b, M, 0.05, m=0.6, numItermax=40, log=True)
     if kind == "exp":
-        assert picked == [chunk_layout(shape[0], 1, shape[1], memory_bound=True)[0] == 1]
+        small = chunk_layout(shape[0], 1, shape[1], memory_bound=True)[0] == 1
     else:
-        assert picked == [shape[0] * shape[1] <= _config.SMALL_MAX_ENTRIES_LOG]
-    runs = []
-    for small in (True, False):
-        monkeypatch.setattr(cpu_partial, "_kernels", lambda _, small=small: real(small))
-        runs.append(fn(a, b, M, 0.05, m=0.6, numItermax=40, log=True))
-    (g1, l1), (g2, l2) = runs
-    np.testing.assert_array_equal(g0, runs[0 if picked[0] else 1][0])  # the size's path
+        small = shape[0] * shape[1] <= _config.SMALL_MAX_ENTRIES_LOG
+    runs = {}
+    for path in ("auto", "blocks", "parallel"):
+        with monkeypatch.context() as mp:
+            _force(mp, path)
+            runs[path] = fn(a, b, M, 0.05, m=0.6, numItermax=40, log=True)
+    (g0, l0), (g1, l1), (g2, l2) = runs["auto"], runs["blocks"], runs["parallel"]
+    np.testing.assert_array_equal(g0, g1 if small else g2)  # what the size selects
     np.testing.assert_allclose(g1, g2, rtol=1e-13, atol=1e-16 * g2.max())
-    assert len(l1["err"]) == len(l2["err"]) == len(l0["err"]) == 4
+    assert len(l0["err"]) == len(l1["err"]) == len(l2["err"]) == 4
+    np.testing.assert_allclose(l0["err"], l1["err"], rtol=1e-9)
     np.testing.assert_allclose(l1["err"], l2["err"], rtol=1e-9)
     assert l1["partial_w_dist"] == pytest.approx(l2["partial_w_dist"], rel=1e-13)

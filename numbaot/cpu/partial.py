@@ -453,6 +453,75 @@ partial_log_err2_serial = serial_twin(partial_log_err2)
 _gibbs_kernel_serial = serial_twin(gibbs_kernel)
 _gibbs_loss_serial = serial_twin(gibbs_loss)
 
+@njit(**_SER)
+def _check_stops(e2, f32, errs, n_err, stopThr):
+    """POT's check: err = sqrt(e2) in the result dtype (``f32``: rounded to
+    float32, as ``numbaot._loops.err_scalar``), stored in errs[n_err];
+    True when the loop stops (not err > stopThr).  A float32 err is compared
+    in float32, as the host loop's NumPy scalar is with a Python float
+    (NumPy 2's promotion rules)."""
+    err = math.sqrt(e2)
+    if f32:
+        e32 = np.float32(err)
+        errs[n_err] = np.float64(e32)
+        return not e32 > np.float32(stopThr)
+    errs[n_err] = err
+    return not err > stopThr
+
+
+@njit(**_SER)
+def partial_small_loop(K0, a, b, mass, u, v, up, vp, scal, kmin, zero_below, n_chunks,
+                       chunk_rows, Q, q, numItermax, stopThr, f32, errs):
+    """``numbaot.partial._partial_loop`` with ``partial_steps`` and
+    ``partial_error`` in one serial compiled call (small problems): blocks
+    of iterations ending at each check ii % 10 == 0, where POT's error
+    ||K_prev - K||_F is taken (``partial_err2``) into ``errs`` (>=
+    numItermax // 10 + 1 entries) and the loop stops when it is not above
+    stopThr.  Returns (errors stored, failing iteration or -1)."""
+    n_err = 0
+    if not 1.0 > stopThr:
+        return n_err, -1
+    ii = 0
+    while ii < numItermax:
+        stop = ii + 1 if ii % 10 == 0 else min(numItermax, (ii // 10 + 1) * 10 + 1)
+        done, failed = partial_run_serial(K0, a, b, mass, u, v, up, vp, scal, kmin, zero_below,
+                                          n_chunks, chunk_rows, Q, q, stop - ii)
+        if failed:
+            return n_err, ii + done
+        if (stop - 1) % 10 == 0:
+            e2 = partial_err2_serial(K0, u, v, scal[0], up, vp, scal[1], n_chunks, chunk_rows)
+            n_err += 1
+            if _check_stops(e2, f32, errs, n_err - 1, stopThr):
+                break
+        ii = stop
+    return n_err, -1
+
+
+@njit(**_SER)
+def partial_log_small_loop(M, c, C0, logm, La, Lb, u, v, up, vp, scal, rmax, floor,
+                           n_chunks, chunk_rows, Q, q, colL, numItermax, stopThr, f32, errs):
+    """:func:`partial_small_loop` for the log domain (``partial_log_run``,
+    ``partial_log_err2``)."""
+    n_err = 0
+    if not 1.0 > stopThr:
+        return n_err, -1
+    ii = 0
+    while ii < numItermax:
+        stop = ii + 1 if ii % 10 == 0 else min(numItermax, (ii // 10 + 1) * 10 + 1)
+        done, failed = partial_log_run_serial(M, c, C0, logm, La, Lb, u, v, up, vp, scal, rmax,
+                                              floor, n_chunks, chunk_rows, Q, q, colL,
+                                              stop - ii)
+        if failed:
+            return n_err, ii + done
+        if (stop - 1) % 10 == 0:
+            e2 = partial_log_err2_serial(u, v, scal[0], up, vp, scal[1], n_chunks, chunk_rows)
+            n_err += 1
+            if _check_stops(e2, f32, errs, n_err - 1, stopThr):
+                break
+        ii = stop
+    return n_err, -1
+
+
 #: (parallel kernel, its serial twin) of each launcher's call
 _KERNELS = {
     "run": (partial_run, partial_run_serial),
@@ -513,7 +582,8 @@ class PartialState:
         self.zero_below = float(np.finfo(dt).smallest_subnormal) / 2
         self.kmin = float(K0.min())
         self.n_chunks, self.chunk_rows = chunk_layout(dim_a, 1, dim_b, memory_bound=True)
-        self.k = _kernels(self.n_chunks == 1)
+        self.small = self.n_chunks == 1
+        self.k = _kernels(self.small)
         self.Q = np.empty((self.n_chunks, 1, dim_b))
         self.q = np.empty((1, dim_b))
         self.failed = False
@@ -551,6 +621,26 @@ def partial_steps(st, n_steps):
     st.started = True
     st.failed = bool(failed)
     return done + int(more), bool(failed)
+
+
+def partial_solve_small(st, numItermax, stopThr):
+    """The whole loop of ``numbaot.partial._partial_loop`` in one serial
+    compiled call (:func:`partial_small_loop`) for a small state not yet
+    iterated; else None (the caller then alternates :func:`partial_steps`
+    and :func:`partial_error`).  Returns (POT's errors at the checks,
+    float64 (n_checks,) in the result dtype's values; the failing
+    iteration, or None)."""
+    if not st.small or st.started or st.failed or numItermax > _config.SMALL_MAX_ITER:
+        return None
+    errs = np.empty(numItermax // 10 + 1)
+    with np.errstate(all="ignore"):
+        n_err, failed_at = partial_small_loop(
+            st.K0, st.a, st.b, st.mass, st.u, st.v, st.up, st.vp, st.scal, st.kmin,
+            st.zero_below, st.n_chunks, st.chunk_rows, st.Q, st.q, numItermax, stopThr,
+            st.K0.dtype == np.float32, errs)
+    st.started = numItermax > 0 and 1 > stopThr
+    st.failed = failed_at >= 0
+    return errs[:n_err], (int(failed_at) if failed_at >= 0 else None)
 
 
 def _undo_pending(st):
@@ -630,7 +720,8 @@ class PartialLogState:
         dim_a, dim_b = M.shape
         self.M, self.c = M, -1.0 / reg
         self.n_chunks, self.chunk_rows = chunk_layout(dim_a, 1, dim_b)
-        self.k = _kernels(dim_a * dim_b <= _config.SMALL_MAX_ENTRIES_LOG)
+        self.small = dim_a * dim_b <= _config.SMALL_MAX_ENTRIES_LOG
+        self.k = _kernels(self.small)
         lse = np.empty((1, dim_b))
         self.k["log_col_lse"](M, self.c, np.zeros((1, dim_a)), self.n_chunks, self.chunk_rows, lse)
         mx = lse.max()
@@ -649,6 +740,7 @@ class PartialLogState:
         self.q = np.empty((1, dim_b))
         self.colL = np.empty((1, dim_b))
         self.failed = False
+        self.started = False
 
 
 def partial_log_steps(st, n_steps):
@@ -656,6 +748,7 @@ def partial_log_steps(st, n_steps):
     potential is not finite; the state then holds that step's iterate)."""
     if st.failed:
         return 0, True
+    st.started = True
     with np.errstate(all="ignore"):
         done, failed = st.k["log_run"](st.M, st.c, st.C0, st.logm, st.La, st.Lb, st.u, st.v,
                                        st.up, st.vp, st.scal, st.rmax, PARTIAL_SUM_FLOOR,
@@ -663,6 +756,22 @@ def partial_log_steps(st, n_steps):
                                        st.chunk_rows, st.Q, st.q, st.colL, n_steps)
     st.failed = bool(failed)
     return int(done), bool(failed)
+
+
+def partial_log_solve_small(st, numItermax, stopThr):
+    """:func:`partial_solve_small` for the log domain
+    (:func:`partial_log_small_loop`)."""
+    if not st.small or st.started or st.failed or numItermax > _config.SMALL_MAX_ITER:
+        return None
+    errs = np.empty(numItermax // 10 + 1)
+    with np.errstate(all="ignore"):
+        n_err, failed_at = partial_log_small_loop(
+            st.M, st.c, st.C0, st.logm, st.La, st.Lb, st.u, st.v, st.up, st.vp, st.scal,
+            st.rmax, PARTIAL_SUM_FLOOR, st.n_chunks, st.chunk_rows, st.Q, st.q, st.colL,
+            numItermax, stopThr, st.M.dtype == np.float32, errs)
+    st.started = numItermax > 0 and 1 > stopThr
+    st.failed = failed_at >= 0
+    return errs[:n_err], (int(failed_at) if failed_at >= 0 else None)
 
 
 def partial_log_error(st):
@@ -693,6 +802,7 @@ def partial_log_loss(st):
 
 #: The launcher contract shared with numbaot.cuda.partial (same names,
 #: signatures and returns; tests/test_structure.py checks it).
-LAUNCHERS = ("PartialState", "partial_steps", "partial_error", "partial_plan", "partial_loss",
-             "PartialLogState", "partial_log_steps", "partial_log_error", "partial_log_plan",
+LAUNCHERS = ("PartialState", "partial_steps", "partial_solve_small", "partial_error",
+             "partial_plan", "partial_loss", "PartialLogState", "partial_log_steps",
+             "partial_log_solve_small", "partial_log_error", "partial_log_plan",
              "partial_log_loss")

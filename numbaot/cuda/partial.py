@@ -460,8 +460,22 @@ def partial_log_loss(st):
     return float(out.copy_to_host()[0])
 
 
+def partial_solve_small(st, numItermax, stopThr):
+    """The whole loop in one call for small problems
+    (``numbaot.cpu.partial.partial_solve_small``): none on the GPU yet, where
+    every iteration is a kernel launch anyway; None, the caller runs
+    :func:`partial_steps` / :func:`partial_error`."""
+    return None
+
+
+def partial_log_solve_small(st, numItermax, stopThr):
+    """As :func:`partial_solve_small`, for the log domain: None."""
+    return None
+
+
 #: The launcher contract shared with numbaot.cpu.partial (same names,
 #: signatures and returns; tests/test_structure.py checks it).
-LAUNCHERS = ("PartialState", "partial_steps", "partial_error", "partial_plan", "partial_loss",
-             "PartialLogState", "partial_log_steps", "partial_log_error", "partial_log_plan",
+LAUNCHERS = ("PartialState", "partial_steps", "partial_solve_small", "partial_error",
+             "partial_plan", "partial_loss", "PartialLogState", "partial_log_steps",
+             "partial_log_solve_small", "partial_log_error", "partial_log_plan",
              "partial_log_loss")
