@@ -420,11 +420,11 @@ def test_cpu_error_read_ahead_changes_no_iterate(path):
                                    (45, 700)])
 def test_small_paths_match_the_parallel_kernels(kind, shape, monkeypatch):
     """Small problems run the whole loop in one compiled call on serial
-    twins of the parallel kernels (same code, same chunks).  Against the
-    same twins driven by blocks from Python: the same plan bit for bit,
-    errors to rounding (the one-call loop sums POT's error in its own pass);
-    against the parallel kernels: plans, errors and losses to rounding (LLVM
-    may contract or vectorise the serial code differently: 1 ulp seen).  The
+    kernels (twins of the parallel ones, and a tight multiplicative pass).
+    Against the same kernels driven by blocks from Python (whose error
+    check runs the next pass ahead with the tiled twin) and against the
+    parallel kernels: plans, errors and losses to rounding (sums in another
+    order; LLVM may contract or vectorise serial code differently).  The
     size rule: multiplicative, small iff K0 is one chunk of the memory-bound
     layout; log domain, iff dim_a x dim_b <= SMALL_MAX_ENTRIES_LOG."""
     from numbaot import _config
@@ -442,9 +442,11 @@ def test_small_paths_match_the_parallel_kernels(kind, shape, monkeypatch):
             _force(mp, path)
             runs[path] = fn(a, b, M, 0.05, m=0.6, numItermax=40, log=True)
     (g0, l0), (g1, l1), (g2, l2) = runs["auto"], runs["blocks"], runs["parallel"]
-    np.testing.assert_array_equal(g0, g1 if small else g2)  # what the size selects
+    if not small:  # the parallel kernels
+        np.testing.assert_array_equal(g0, g2)
+    np.testing.assert_allclose(g0, g1, rtol=1e-13, atol=1e-16 * g2.max())
     np.testing.assert_allclose(g1, g2, rtol=1e-13, atol=1e-16 * g2.max())
     assert len(l0["err"]) == len(l1["err"]) == len(l2["err"]) == 4
-    np.testing.assert_allclose(l0["err"], l1["err"], rtol=1e-9)
-    np.testing.assert_allclose(l1["err"], l2["err"], rtol=1e-9)
+    _check_errs(l0["err"], l1["err"], rtol=1e-7)  # above the rounding floor
+    _check_errs(l1["err"], l2["err"], rtol=1e-7)
     assert l1["partial_w_dist"] == pytest.approx(l2["partial_w_dist"], rel=1e-13)

@@ -421,12 +421,13 @@ def partial_log_err2(u, v, s, up, vp, sp, n_chunks, chunk_rows):
 # Small problems: the same kernels compiled for the calling thread alone
 # --------------------------------------------------------------------------
 # Small problems run these twins (``serial_twin``: the same code, prange as
-# range, the parallel kernels it calls replaced by their twins): no parallel
+# range, the parallel kernels it calls replaced by their twins; the
+# multiplicative pass by the tight loop ``partial_small_pass``): no parallel
 # region is launched, per iteration or at the end, and a first call on a
-# small problem compiles no parallel kernel.  Same chunks, so the same
-# results as the parallel kernels to rounding (LLVM may contract or
-# vectorise the serial code differently: 1 ulp seen); the choice depends on
-# the size alone, so results stay bit-identical for any thread count.
+# small problem compiles no parallel kernel.  The same results as the
+# parallel kernels to rounding (sums in another order; LLVM may contract or
+# vectorise the serial code differently); the choice depends on the size
+# alone, so results stay bit-identical for any thread count.
 # Small: K0 in one chunk of the memory-bound layout (dim_a x dim_b <=
 # 2 MIN_CHUNK_ENTRIES, about 181^2; above, two threads take two chunks), or
 # for the log domain at most
@@ -435,12 +436,58 @@ def partial_log_err2(u, v, s, up, vp, sp, n_chunks, chunk_rows):
 # (BENCHMARKS.md, "Entropic partial OT": parallel / serial time 1.29-5.9 at
 # n = 32-181 for exp, 0.98-3.6 at 32-90 for log; above, the parallel kernels
 # won in some runs).
+@njit(**_SER)
+def partial_small_pass(K0, a, v, sp, n_chunks, chunk_rows, Q, u, q):
+    """``partial_fused_pass`` of a small K0 (one chunk; ``n_chunks``,
+    ``chunk_rows`` and ``Q`` unused) as one tight loop, rows four at a
+    time as ``numbaot.cpu._small``'s balanced loop: each load of v_j and
+    each load/store of q_j serves four rows, which the second loop re-reads
+    from L1; no tiles, column blocks, row buffers or chunk merge.  The same
+    iterate to rounding (sums in another order; a float32 K0 is widened
+    entry by entry)."""
+    n, m = K0.shape
+    for j in range(m):
+        q[0, j] = 0.0
+    i = np.int64(0)
+    while i + 4 <= n:
+        s0 = 0.0
+        s1 = 0.0
+        s2 = 0.0
+        s3 = 0.0
+        for j in range(m):
+            vj = v[0, j]
+            s0 += K0[i, j] * vj
+            s1 += K0[i + 1, j] * vj
+            s2 += K0[i + 2, j] * vj
+            s3 += K0[i + 3, j] * vj
+        u0 = _min1(a[i] / (sp * s0))
+        u1 = _min1(a[i + 1] / (sp * s1))
+        u2 = _min1(a[i + 2] / (sp * s2))
+        u3 = _min1(a[i + 3] / (sp * s3))
+        u[i] = u0
+        u[i + 1] = u1
+        u[i + 2] = u2
+        u[i + 3] = u3
+        for j in range(m):
+            q[0, j] += (K0[i, j] * u0 + K0[i + 1, j] * u1) + (K0[i + 2, j] * u2
+                                                              + K0[i + 3, j] * u3)
+        i += 4
+    while i < n:
+        s0 = 0.0
+        for j in range(m):
+            s0 += K0[i, j] * v[0, j]
+        u0 = _min1(a[i] / (sp * s0))
+        u[i] = u0
+        for j in range(m):
+            q[0, j] += K0[i, j] * u0
+        i += 1
+
+
 _merge_chunks_serial = serial_twin(merge_chunks)
-partial_fused_pass_serial = serial_twin(partial_fused_pass, merge_chunks=_merge_chunks_serial)
 partial_fused_err_pass_serial = serial_twin(partial_fused_err_pass,
                                             merge_chunks=_merge_chunks_serial)
 partial_err2_serial = serial_twin(partial_err2)
-partial_run_serial = serial_twin(partial_run, partial_fused_pass=partial_fused_pass_serial)
+partial_run_serial = serial_twin(partial_run, partial_fused_pass=partial_small_pass)
 _scaled_plan_serial = serial_twin(scaled_plan)
 _scaled_loss_serial = serial_twin(scaled_loss)
 partial_log_fused_pass_serial = serial_twin(partial_log_fused_pass,
