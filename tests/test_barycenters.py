@@ -30,7 +30,13 @@ def _run(fn, *args, **kw):
                                         ("sinkhorn_log", 1e-3), ("sinkhorn_stabilized", 1e-2),
                                         ("sinkhorn_stabilized", 1e-3)])
 @pytest.mark.parametrize("weights", [None, [0.2, 0.5, 0.3]])
-def test_barycenter_matches_pot(method, reg, weights):
+@pytest.mark.parametrize("small", [True, False])
+def test_barycenter_matches_pot(method, reg, weights, small, monkeypatch):
+    """``small``: the multiplicative state's serial path (100^2 x 3 entries
+    <= SMALL_MAX_ENTRIES), or the chunked parallel kernels (the bound set
+    to 0)."""
+    if not small:
+        monkeypatch.setattr(numbaot._config, "SMALL_MAX_ENTRIES", 0)
     A, M = _gaussians()
     kw = dict(weights=weights, method=method, log=True, numItermax=300)
     (b, lg), w1 = _run(nb.barycenter, A, M, reg, **kw)

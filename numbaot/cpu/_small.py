@@ -166,6 +166,19 @@ def _knopp_rows(Kmat, a, ka, v, u, q, k):
         i += 1
 
 
+
+@njit(**_SER)
+def knopp_small_pass(Kmat, a, v, u, q):
+    """``numbaot.cpu.sinkhorn.knopp_fused_pass`` of a small K on the calling
+    thread: u[k, i] = a[k, i] / (K v_k)_i and q = K^T u for every problem k
+    (``a`` may have one shared row), by :func:`_knopp_rows` (no chunks, no
+    parallel region; the same iterate to rounding)."""
+    shared_a = a.shape[0] == 1
+    for k in range(v.shape[0]):
+        for j in range(q.shape[1]):
+            q[k, j] = 0.0
+        _knopp_rows(Kmat, a, 0 if shared_a else k, v, u, q, k)
+
 @njit(**_SER)
 def _all_finite(x):
     ok = True

@@ -29,9 +29,11 @@ import math
 import numpy as np
 from numba import njit, prange
 
+from .. import _config
 from .._config import JIT_OPTIONS
 from .._dispatch import threads_at_most
 from . import chunk_layout
+from . import _small as cpu_small
 from . import sinkhorn as cpu_sinkhorn
 from ._math import fast_exp_ftz
 
@@ -112,8 +114,13 @@ class KnoppBaryState:
     def __init__(self, M, c, A, w):
         dim, H = A.shape
         self.w = w
+        # small (``_config.SMALL_MAX_ENTRIES``, as the dense solvers): every
+        # kernel on the calling thread (no parallel region; the iterations'
+        # pass is numbaot.cpu._small's tight loop)
+        self.small = dim * dim * H <= _config.SMALL_MAX_ENTRIES
         self.Kmat = np.empty((dim, dim))
-        cpu_sinkhorn.gibbs_kernel(M, c, np.zeros(dim), np.zeros(dim), self.Kmat)
+        gibbs = cpu_sinkhorn.gibbs_kernel_serial if self.small else cpu_sinkhorn.gibbs_kernel
+        gibbs(M, c, np.zeros(dim), np.zeros(dim), self.Kmat)
         self.AT = np.ascontiguousarray(A.T)
         with np.errstate(divide="ignore", invalid="ignore"):
             UKv = self.Kmat @ (A.T / self.Kmat.sum(0)).T
@@ -132,11 +139,13 @@ def knopp_bary_step(st, want_err):
     bar = geometricBar(w, UKv).  Returns POT's error sum_j std_k UKv[k, j]
     when ``want_err``, else None."""
     with np.errstate(divide="ignore", invalid="ignore"):
-        # one thread per chunk: a small barycenter has one (no second
-        # thread woken to find no work; see numbaot.cpu.partial)
-        with threads_at_most(st.n_chunks):
-            cpu_sinkhorn.knopp_fused_pass(st.Kmat, st.AT, st.u, st.n_chunks, st.chunk_rows,
-                                          st.Q, st.unew, st.q)
+        if st.small:
+            cpu_small.knopp_small_pass(st.Kmat, st.AT, st.u, st.unew, st.q)
+        else:
+            # one thread per chunk (no thread woken to find no work)
+            with threads_at_most(st.n_chunks):
+                cpu_sinkhorn.knopp_fused_pass(st.Kmat, st.AT, st.u, st.n_chunks,
+                                              st.chunk_rows, st.Q, st.unew, st.q)
         UKvT = st.u * st.q
         bar = geometric_bar(st.w, UKvT.T)
         st.u = np.ascontiguousarray(st.u * bar[None, :] / UKvT)

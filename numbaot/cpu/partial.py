@@ -69,6 +69,7 @@ from .sinkhorn import (
     axpy_rows,
     dot_rows,
     gibbs_kernel,
+    gibbs_kernel_serial,
     gibbs_loss,
     log_col_lse,
     merge_chunks,
@@ -497,7 +498,6 @@ partial_log_run_serial = serial_twin(partial_log_run,
                                      partial_log_fused_pass=partial_log_fused_pass_serial,
                                      log_col_lse=_log_col_lse_serial)
 partial_log_err2_serial = serial_twin(partial_log_err2)
-_gibbs_kernel_serial = serial_twin(gibbs_kernel)
 _gibbs_loss_serial = serial_twin(gibbs_loss)
 
 @njit(**_SER)
@@ -579,7 +579,7 @@ _KERNELS = {
     "log_run": (partial_log_run, partial_log_run_serial),
     "log_col_lse": (log_col_lse, _log_col_lse_serial),
     "log_err2": (partial_log_err2, partial_log_err2_serial),
-    "gibbs": (gibbs_kernel, _gibbs_kernel_serial),
+    "gibbs": (gibbs_kernel, gibbs_kernel_serial),
     "gibbs_loss": (gibbs_loss, _gibbs_loss_serial),
 }
 

@@ -60,7 +60,7 @@ from .._config import (
     UNDERFLOW_RTOL,
 )
 from .. import _config
-from . import _small, chunk_layout
+from . import _small, chunk_layout, serial_twin
 from ._math import fast_exp, fast_exp_f32_ftz, fast_exp_ftz
 
 _PAR = dict(JIT_OPTIONS, parallel=True)
@@ -103,6 +103,11 @@ def gibbs_kernel(M, c, f, g, out):
         for j in range(m):
             out[i, j] = fast_exp(c * M[i, j] + fi + g[j])
 
+
+
+#: ``gibbs_kernel`` on the calling thread (small problems: no parallel
+#: region; ``numbaot.cpu.serial_twin``)
+gibbs_kernel_serial = serial_twin(gibbs_kernel)
 
 @njit(**_PAR)
 def scaled_plan(Kmat, u, v, out):
