@@ -76,8 +76,22 @@ def _barycenter(dtype):
     A = (rng.random((5, 3)) + 0.1).astype(dtype)
     A /= A.sum(0)
     M = _problem(dtype, n=5, m=5)[2]
-    for method in ("sinkhorn", "sinkhorn_log"):
-        numbaot.barycenter(A, M, 0.5, method=method, numItermax=20)
+    for path in (contextlib.nullcontext, _blocked_path):
+        with path():
+            for method in ("sinkhorn", "sinkhorn_log"):
+                numbaot.barycenter(A, M, 0.5, method=method, numItermax=20)
+
+
+def _partial(dtype):
+    from numbaot import partial
+    # 5 x 4: the one-call serial path; 200 x 200: above the small bounds
+    # (K0 in more than one chunk; SMALL_MAX_ENTRIES_LOG), the parallel kernels
+    for n in (5, 200):
+        a, b, M, _, _ = _problem(dtype, n=n, m=n - 1 if n == 5 else n)
+        b = b * 1.5
+        for fn in (partial.entropic_partial_wasserstein,
+                   partial.entropic_partial_wasserstein_logscale):
+            fn(a, b, M, 0.5, m=0.5, numItermax=20, log=True)
 
 
 def _empirical(dtype):
@@ -133,6 +147,8 @@ WARMUP_FUNCTIONS = {
     "sinkhorn_unbalanced": ("sinkhorn_unbalanced/sinkhorn_unbalanced2, methods 'sinkhorn' and "
                             "'sinkhorn_log'", _unbalanced),
     "barycenter": ("barycenter, methods 'sinkhorn' and 'sinkhorn_log'", _barycenter),
+    "entropic_partial_wasserstein": ("partial.entropic_partial_wasserstein and "
+                                     "entropic_partial_wasserstein_logscale", _partial),
     "empirical_sinkhorn": ("bregman.empirical_sinkhorn/empirical_sinkhorn2 with isLazy=True "
                            "(costs on the fly)", _empirical),
     "sinkhorn2_value_and_grad": ("sinkhorn2_value_and_grad", _value_and_grad),
@@ -223,9 +239,9 @@ def warmup(functions=None, dtypes=("float64", "float32"), verbose=True):
 
     Notes
     -----
-    Balanced Sinkhorn runs small problems through serial one-call kernels
-    and larger ones through the blocked parallel kernels; the warm-up
-    compiles both.  The kernels are specialised on dtype, dimensionality and
+    Balanced and unbalanced Sinkhorn, barycenters and entropic partial OT
+    run small problems through serial kernels and larger ones through the
+    blocked parallel kernels; the warm-up compiles both.  The kernels are specialised on dtype, dimensionality and
     memory layout:
     the warm-up covers C-contiguous NumPy inputs of the listed dtypes (what
     the solvers see after their own conversion of any other layout).  The
