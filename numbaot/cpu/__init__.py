@@ -25,7 +25,11 @@ def serial_twin(kernel, **subs):
     Numba's disk cache keys a function by its qualified name, not by its
     flags, so the same function compiled both ways would share one entry.
     Call it once per kernel, after every global the kernel uses is defined
-    (``subs`` binds into a copy of the module's globals)."""
+    (``subs`` binds into a copy of the module's globals).  Give ``subs``
+    only for a kernel of the calling module: Numba's cache entry of the twin
+    is invalidated by a change of the kernel's source file, so a twin whose
+    substitutions were made in another file could load stale code from the
+    cache after that file changed."""
     f = kernel.py_func
     glob = dict(f.__globals__, **subs) if subs else f.__globals__
     g = types.FunctionType(f.__code__, glob, f.__name__ + "_serial", f.__defaults__,
