@@ -101,7 +101,7 @@ def knopp_small_run(M, c, a, b, u, v, numItermax, stopThr, errs, Kmat, q, kernel
                     failed = True
                 v[k, j] = b[k, j] / q[k, j]
                 q[k, j] = 0.0
-            _knopp_rows(Kmat, a, ka, v, u, q, k)
+            _knopp_rows(Kmat, a, ka, v, u, q, k, np.float64(1.0), np.bool_(False))
         if not failed:
             failed = not (_all_finite(u) and _all_finite(v))
         if failed:
@@ -126,10 +126,19 @@ def knopp_small_run(M, c, a, b, u, v, numItermax, stopThr, errs, Kmat, q, kernel
 
 
 @njit(**_SER)
-def _knopp_rows(Kmat, a, ka, v, u, q, k):
-    """u[k, i] = a[ka, i] / (K v_k)_i and q[k] += K^T u_k (q zeroed before),
-    rows four at a time: each load of v_j and each load/store of q_j serves
-    four rows (the loop is bound by loads and stores, not by arithmetic)."""
+def _row_scaling(a, s, clamp):
+    """a / s, with ``clamp`` at most 1 (np.minimum's rule: NaN stays NaN)."""
+    x = a / s
+    return 1.0 if clamp and x > 1.0 else x
+
+
+@njit(**_SER)
+def _knopp_rows(Kmat, a, ka, v, u, q, k, scale, clamp):
+    """u[k, i] = a[ka, i] / (scale (K v_k)_i) (with ``clamp``: at most 1)
+    and q[k] += K^T u_k (q zeroed before), rows four at a time: each load of
+    v_j and each load/store of q_j serves four rows (the loop is bound by
+    loads and stores, not by arithmetic).  Balanced Sinkhorn: scale 1, no
+    clamp; entropic partial OT (``numbaot.cpu.partial``): scale s, clamped."""
     n, m = Kmat.shape
     i = 0
     while i + 4 <= n:
@@ -143,10 +152,10 @@ def _knopp_rows(Kmat, a, ka, v, u, q, k):
             s1 += Kmat[i + 1, j] * vj
             s2 += Kmat[i + 2, j] * vj
             s3 += Kmat[i + 3, j] * vj
-        u0 = a[ka, i] / s0
-        u1 = a[ka, i + 1] / s1
-        u2 = a[ka, i + 2] / s2
-        u3 = a[ka, i + 3] / s3
+        u0 = _row_scaling(a[ka, i], scale * s0, clamp)
+        u1 = _row_scaling(a[ka, i + 1], scale * s1, clamp)
+        u2 = _row_scaling(a[ka, i + 2], scale * s2, clamp)
+        u3 = _row_scaling(a[ka, i + 3], scale * s3, clamp)
         u[k, i] = u0
         u[k, i + 1] = u1
         u[k, i + 2] = u2
@@ -159,12 +168,11 @@ def _knopp_rows(Kmat, a, ka, v, u, q, k):
         s0 = 0.0
         for j in range(m):
             s0 += Kmat[i, j] * v[k, j]
-        u0 = a[ka, i] / s0
+        u0 = _row_scaling(a[ka, i], scale * s0, clamp)
         u[k, i] = u0
         for j in range(m):
             q[k, j] += Kmat[i, j] * u0
         i += 1
-
 
 
 @njit(**_SER)
@@ -177,7 +185,8 @@ def knopp_small_pass(Kmat, a, v, u, q):
     for k in range(v.shape[0]):
         for j in range(q.shape[1]):
             q[k, j] = 0.0
-        _knopp_rows(Kmat, a, 0 if shared_a else k, v, u, q, k)
+        _knopp_rows(Kmat, a, 0 if shared_a else k, v, u, q, k, np.float64(1.0),
+                    np.bool_(False))
 
 @njit(**_SER)
 def _all_finite(x):

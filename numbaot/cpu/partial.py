@@ -65,6 +65,7 @@ from .._config import (
 )
 from . import chunk_layout, serial_twin
 from ._math import fast_exp, fast_exp_ftz
+from ._small import _knopp_rows
 from .sinkhorn import (
     axpy_rows,
     dot_rows,
@@ -440,48 +441,16 @@ def partial_log_err2(u, v, s, up, vp, sp, n_chunks, chunk_rows):
 @njit(**_SER)
 def partial_small_pass(K0, a, v, sp, n_chunks, chunk_rows, Q, u, q):
     """``partial_fused_pass`` of a small K0 (one chunk; ``n_chunks``,
-    ``chunk_rows`` and ``Q`` unused) as one tight loop, rows four at a
-    time as ``numbaot.cpu._small``'s balanced loop: each load of v_j and
-    each load/store of q_j serves four rows, which the second loop re-reads
-    from L1; no tiles, column blocks, row buffers or chunk merge.  The same
-    iterate to rounding (sums in another order; a float32 K0 is widened
-    entry by entry)."""
+    ``chunk_rows`` and ``Q`` unused) as one tight loop:
+    ``numbaot.cpu._small._knopp_rows``, four rows at a time, with the scale
+    sp and the clamp at 1 (no tiles, column blocks, row buffers or chunk
+    merge).  The same iterate to rounding (sums in another order; a float32
+    K0 is widened entry by entry)."""
     n, m = K0.shape
     for j in range(m):
         q[0, j] = 0.0
-    i = np.int64(0)
-    while i + 4 <= n:
-        s0 = 0.0
-        s1 = 0.0
-        s2 = 0.0
-        s3 = 0.0
-        for j in range(m):
-            vj = v[0, j]
-            s0 += K0[i, j] * vj
-            s1 += K0[i + 1, j] * vj
-            s2 += K0[i + 2, j] * vj
-            s3 += K0[i + 3, j] * vj
-        u0 = _min1(a[i] / (sp * s0))
-        u1 = _min1(a[i + 1] / (sp * s1))
-        u2 = _min1(a[i + 2] / (sp * s2))
-        u3 = _min1(a[i + 3] / (sp * s3))
-        u[i] = u0
-        u[i + 1] = u1
-        u[i + 2] = u2
-        u[i + 3] = u3
-        for j in range(m):
-            q[0, j] += (K0[i, j] * u0 + K0[i + 1, j] * u1) + (K0[i + 2, j] * u2
-                                                              + K0[i + 3, j] * u3)
-        i += 4
-    while i < n:
-        s0 = 0.0
-        for j in range(m):
-            s0 += K0[i, j] * v[0, j]
-        u0 = _min1(a[i] / (sp * s0))
-        u[i] = u0
-        for j in range(m):
-            q[0, j] += K0[i, j] * u0
-        i += 1
+    _knopp_rows(K0, a.reshape(1, n), np.int64(0), v, u.reshape(1, n), q, np.int64(0), sp,
+                np.bool_(True))
 
 
 _merge_chunks_serial = serial_twin(merge_chunks)
