@@ -486,6 +486,16 @@ def _check_stops(e2, f32, errs, n_err, stopThr):
 
 
 @njit(**_SER)
+def _block_end(ii, numItermax):
+    """End (exclusive) of the block of iterations that starts at ``ii``:
+    POT's checks come at ii % 10 == 0, so a block ends just after one, or
+    at numItermax (``numbaot._loops.blocks``, compiled)."""
+    if ii % 10 == 0:
+        return ii + 1
+    return min(numItermax, (ii // 10 + 1) * 10 + 1)
+
+
+@njit(**_SER)
 def partial_small_loop(K0, a, b, mass, u, v, up, vp, scal, kmin, zero_below, n_chunks,
                        chunk_rows, Q, q, numItermax, stopThr, f32, errs):
     """``numbaot.partial._partial_loop`` with ``partial_steps`` and
@@ -494,12 +504,12 @@ def partial_small_loop(K0, a, b, mass, u, v, up, vp, scal, kmin, zero_below, n_c
     ||K_prev - K||_F is taken (``partial_err2``) into ``errs`` (>=
     numItermax // 10 + 1 entries) and the loop stops when it is not above
     stopThr.  Returns (errors stored, failing iteration or -1)."""
-    n_err = 0
     if not 1.0 > stopThr:
-        return n_err, -1
+        return 0, -1
+    n_err = 0
     ii = 0
     while ii < numItermax:
-        stop = ii + 1 if ii % 10 == 0 else min(numItermax, (ii // 10 + 1) * 10 + 1)
+        stop = _block_end(ii, numItermax)
         done, failed = partial_run_serial(K0, a, b, mass, u, v, up, vp, scal, kmin, zero_below,
                                           n_chunks, chunk_rows, Q, q, stop - ii)
         if failed:
@@ -518,12 +528,12 @@ def partial_log_small_loop(M, c, C0, logm, La, Lb, u, v, up, vp, scal, rmax, flo
                            n_chunks, chunk_rows, Q, q, colL, numItermax, stopThr, f32, errs):
     """:func:`partial_small_loop` for the log domain (``partial_log_run``,
     ``partial_log_err2``)."""
-    n_err = 0
     if not 1.0 > stopThr:
-        return n_err, -1
+        return 0, -1
+    n_err = 0
     ii = 0
     while ii < numItermax:
-        stop = ii + 1 if ii % 10 == 0 else min(numItermax, (ii // 10 + 1) * 10 + 1)
+        stop = _block_end(ii, numItermax)
         done, failed = partial_log_run_serial(M, c, C0, logm, La, Lb, u, v, up, vp, scal, rmax,
                                               floor, n_chunks, chunk_rows, Q, q, colL,
                                               stop - ii)
