@@ -241,8 +241,8 @@ def warmup(functions=None, dtypes=("float64", "float32"), verbose=True):
     -----
     Balanced and unbalanced Sinkhorn, barycenters and entropic partial OT
     run small problems through serial kernels and larger ones through the
-    blocked parallel kernels; the warm-up compiles both.  The kernels are specialised on dtype, dimensionality and
-    memory layout:
+    blocked parallel kernels; the warm-up compiles both.  The kernels are
+    specialised on dtype, dimensionality and memory layout:
     the warm-up covers C-contiguous NumPy inputs of the listed dtypes (what
     the solvers see after their own conversion of any other layout).  The
     Sinkhorn operator's kernels are also specialised on the matrix size; the

@@ -188,6 +188,7 @@ def knopp_small_pass(Kmat, a, v, u, q):
         _knopp_rows(Kmat, a, 0 if shared_a else k, v, u, q, k, np.float64(1.0),
                     np.bool_(False))
 
+
 @njit(**_SER)
 def _all_finite(x):
     ok = True

@@ -432,9 +432,9 @@ def partial_log_err2(u, v, s, up, vp, sp, n_chunks, chunk_rows):
 # alone, so results stay bit-identical for any thread count.
 # Small: K0 in one chunk of the memory-bound layout (dim_a x dim_b <=
 # 2 MIN_CHUNK_ENTRIES, about 181^2; above, two threads take two chunks), or
-# for the log domain at most
-# ``_config.SMALL_MAX_ENTRIES_LOG`` entries: the sizes where the twins won
-# or tied in every run of ``benchmarks/bench_partial.py --twins``
+# for the log domain at most ``_config.SMALL_MAX_ENTRIES_LOG`` entries: the
+# sizes where the twins won or tied in every run of
+# ``benchmarks/bench_partial.py --twins``
 # (BENCHMARKS.md, "Entropic partial OT": parallel / serial time 1.29-5.9 at
 # n = 32-181 for exp, 0.98-3.6 at 32-90 for log; above, the parallel kernels
 # won in some runs).
@@ -468,6 +468,7 @@ partial_log_run_serial = serial_twin(partial_log_run,
                                      log_col_lse=_log_col_lse_serial)
 partial_log_err2_serial = serial_twin(partial_log_err2)
 _gibbs_loss_serial = serial_twin(gibbs_loss)
+
 
 @njit(**_SER)
 def _check_stops(e2, f32, errs, n_err, stopThr):
@@ -749,7 +750,8 @@ class PartialLogState:
         self.small = dim_a * dim_b <= _config.SMALL_MAX_ENTRIES_LOG
         self.k = _kernels(self.small)
         lse = np.empty((1, dim_b))
-        self.k["log_col_lse"](M, self.c, np.zeros((1, dim_a)), self.n_chunks, self.chunk_rows, lse)
+        self.k["log_col_lse"](M, self.c, np.zeros((1, dim_a)), self.n_chunks, self.chunk_rows,
+                              lse)
         mx = lse.max()
         with np.errstate(divide="ignore", invalid="ignore"):
             self.logm = math.log(m) if m > 0 else -np.inf

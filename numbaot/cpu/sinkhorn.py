@@ -104,10 +104,10 @@ def gibbs_kernel(M, c, f, g, out):
             out[i, j] = fast_exp(c * M[i, j] + fi + g[j])
 
 
-
 #: ``gibbs_kernel`` on the calling thread (small problems: no parallel
 #: region; ``numbaot.cpu.serial_twin``)
 gibbs_kernel_serial = serial_twin(gibbs_kernel)
+
 
 @njit(**_PAR)
 def scaled_plan(Kmat, u, v, out):
