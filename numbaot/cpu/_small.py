@@ -101,7 +101,7 @@ def knopp_small_run(M, c, a, b, u, v, numItermax, stopThr, errs, Kmat, q, kernel
                     failed = True
                 v[k, j] = b[k, j] / q[k, j]
                 q[k, j] = 0.0
-            _knopp_rows(Kmat, a, ka, v, u, q, k, np.float64(1.0), np.bool_(False))
+            knopp_rows(Kmat, a, ka, v, u, q, k, np.float64(1.0), np.bool_(False))
         if not failed:
             failed = not (_all_finite(u) and _all_finite(v))
         if failed:
@@ -133,7 +133,7 @@ def _row_scaling(a, s, clamp):
 
 
 @njit(**_SER)
-def _knopp_rows(Kmat, a, ka, v, u, q, k, scale, clamp):
+def knopp_rows(Kmat, a, ka, v, u, q, k, scale, clamp):
     """u[k, i] = a[ka, i] / (scale (K v_k)_i) (with ``clamp``: at most 1)
     and q[k] += K^T u_k (q zeroed before), rows four at a time: each load of
     v_j and each load/store of q_j serves four rows (the loop is bound by
@@ -179,13 +179,13 @@ def _knopp_rows(Kmat, a, ka, v, u, q, k, scale, clamp):
 def knopp_small_pass(Kmat, a, v, u, q):
     """``numbaot.cpu.sinkhorn.knopp_fused_pass`` of a small K on the calling
     thread: u[k, i] = a[k, i] / (K v_k)_i and q = K^T u for every problem k
-    (``a`` may have one shared row), by :func:`_knopp_rows` (no chunks, no
+    (``a`` may have one shared row), by :func:`knopp_rows` (no chunks, no
     parallel region; the same iterate to rounding)."""
     shared_a = a.shape[0] == 1
     for k in range(v.shape[0]):
         for j in range(q.shape[1]):
             q[k, j] = 0.0
-        _knopp_rows(Kmat, a, 0 if shared_a else k, v, u, q, k, np.float64(1.0),
+        knopp_rows(Kmat, a, 0 if shared_a else k, v, u, q, k, np.float64(1.0),
                     np.bool_(False))
 
 

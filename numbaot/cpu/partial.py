@@ -65,7 +65,7 @@ from .._config import (
 )
 from . import chunk_layout, serial_twin
 from ._math import fast_exp, fast_exp_ftz
-from ._small import _knopp_rows
+from ._small import knopp_rows
 from .sinkhorn import (
     axpy_rows,
     dot_rows,
@@ -442,14 +442,14 @@ def partial_log_err2(u, v, s, up, vp, sp, n_chunks, chunk_rows):
 def partial_small_pass(K0, a, v, sp, n_chunks, chunk_rows, Q, u, q):
     """``partial_fused_pass`` of a small K0 (one chunk; ``n_chunks``,
     ``chunk_rows`` and ``Q`` unused) as one tight loop:
-    ``numbaot.cpu._small._knopp_rows``, four rows at a time, with the scale
+    ``numbaot.cpu._small.knopp_rows``, four rows at a time, with the scale
     sp and the clamp at 1 (no tiles, column blocks, row buffers or chunk
     merge).  The same iterate to rounding (sums in another order; a float32
     K0 is widened entry by entry)."""
     n, m = K0.shape
     for j in range(m):
         q[0, j] = 0.0
-    _knopp_rows(K0, a.reshape(1, n), np.int64(0), v, u.reshape(1, n), q, np.int64(0), sp,
+    knopp_rows(K0, a.reshape(1, n), np.int64(0), v, u.reshape(1, n), q, np.int64(0), sp,
                 np.bool_(True))
 
 
@@ -508,7 +508,7 @@ def partial_small_loop(K0, a, b, mass, u, v, up, vp, scal, kmin, zero_below, n_c
     if not 1.0 > stopThr:
         return 0, -1
     n_err = 0
-    ii = 0
+    ii = np.int64(0)  # not the literal 0 (a second compile of _block_end)
     while ii < numItermax:
         stop = _block_end(ii, numItermax)
         done, failed = partial_run_serial(K0, a, b, mass, u, v, up, vp, scal, kmin, zero_below,
@@ -532,7 +532,7 @@ def partial_log_small_loop(M, c, C0, logm, La, Lb, u, v, up, vp, scal, rmax, flo
     if not 1.0 > stopThr:
         return 0, -1
     n_err = 0
-    ii = 0
+    ii = np.int64(0)  # not the literal 0 (a second compile of _block_end)
     while ii < numItermax:
         stop = _block_end(ii, numItermax)
         done, failed = partial_log_run_serial(M, c, C0, logm, La, Lb, u, v, up, vp, scal, rmax,

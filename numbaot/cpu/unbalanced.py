@@ -658,7 +658,7 @@ def _uot_set_u(u, k, i, x, acc):
 @njit(**_SER)
 def _uot_rows(Kmat, a, ka, fi, v, u, q, k, acc):
     """u[k, i] = (a[ka, i] / (K v_k)_i) ** fi and q[k] += K^T u_k (q zeroed
-    before), rows four at a time as ``numbaot.cpu._small._knopp_rows``: each
+    before), rows four at a time as ``numbaot.cpu._small.knopp_rows``: each
     load of v_j and each load/store of q_j serves four rows, which the
     second loop re-reads from L1.  Sums in float64 (a float32 K is widened
     entry by entry); ``acc`` as :func:`_uot_set_u`."""
