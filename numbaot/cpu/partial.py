@@ -158,13 +158,13 @@ def _finish_step(b, mass, u, v, scal, kmin, zero_below, q, sp):
         v[0, j] = x
         tot += x * q[0, j]
         vmin = min(vmin, x)
-        ok = ok and _finite(x)
+        ok &= _finite(x)  # no short circuit: the loop stays branch-free
     s = mass / tot
     scal[0] = s
     umin = np.inf
     for i in range(n):
         umin = min(umin, u[i])
-        ok = ok and _finite(u[i])
+        ok &= _finite(u[i])
     if not (ok and _finite(s)):
         return True
     if not (kmin > zero_below and umin > zero_below and vmin > zero_below
