@@ -487,40 +487,26 @@ def _check_stops(e2, f32, errs, n_err, stopThr):
 
 
 @njit(**_SER)
-def _block_end(ii, numItermax):
-    """End (exclusive) of the block of iterations that starts at ``ii``:
-    POT's checks come at ii % 10 == 0, so a block ends just after one, or
-    at numItermax (``numbaot._loops.blocks``, compiled)."""
-    if ii % 10 == 0:
-        return ii + 1
-    return min(numItermax, (ii // 10 + 1) * 10 + 1)
-
-
-@njit(**_SER)
 def partial_small_loop(K0, a, b, mass, u, v, up, vp, scal, kmin, zero_below, n_chunks,
                        chunk_rows, Q, q, numItermax, stopThr, f32, errs):
     """``numbaot.partial._partial_loop`` with ``partial_steps`` and
-    ``partial_error`` in one serial compiled call (small problems): blocks
-    of iterations ending at each check ii % 10 == 0, where POT's error
-    ||K_prev - K||_F is taken (``partial_err2``) into ``errs`` (>=
-    numItermax // 10 + 1 entries) and the loop stops when it is not above
-    stopThr.  Returns (errors stored, failing iteration or -1)."""
-    if not 1.0 > stopThr:
-        return 0, -1
+    ``partial_error`` in one serial compiled call (small problems): after
+    each iteration ii with ii % 10 == 0, POT's error ||K_prev - K||_F
+    (``partial_err2``) is stored in ``errs`` (>= numItermax // 10 + 1
+    entries) and the loop stops when it is not above stopThr.  Returns
+    (errors stored, failing iteration or -1)."""
     n_err = 0
-    ii = np.int64(0)  # not the literal 0 (a second compile of _block_end)
-    while ii < numItermax:
-        stop = _block_end(ii, numItermax)
-        done, failed = partial_run_serial(K0, a, b, mass, u, v, up, vp, scal, kmin, zero_below,
-                                          n_chunks, chunk_rows, Q, q, stop - ii)
-        if failed:
-            return n_err, ii + done
-        if (stop - 1) % 10 == 0:
+    if not 1.0 > stopThr:
+        return n_err, -1
+    for ii in range(numItermax):
+        if partial_run_serial(K0, a, b, mass, u, v, up, vp, scal, kmin, zero_below, n_chunks,
+                              chunk_rows, Q, q, np.int64(1))[1]:
+            return n_err, ii
+        if ii % 10 == 0:
             e2 = partial_err2_serial(K0, u, v, scal[0], up, vp, scal[1], n_chunks, chunk_rows)
             n_err += 1
             if _check_stops(e2, f32, errs, n_err - 1, stopThr):
                 break
-        ii = stop
     return n_err, -1
 
 
@@ -529,23 +515,18 @@ def partial_log_small_loop(M, c, C0, logm, La, Lb, u, v, up, vp, scal, rmax, flo
                            n_chunks, chunk_rows, Q, q, colL, numItermax, stopThr, f32, errs):
     """:func:`partial_small_loop` for the log domain (``partial_log_run``,
     ``partial_log_err2``)."""
-    if not 1.0 > stopThr:
-        return 0, -1
     n_err = 0
-    ii = np.int64(0)  # not the literal 0 (a second compile of _block_end)
-    while ii < numItermax:
-        stop = _block_end(ii, numItermax)
-        done, failed = partial_log_run_serial(M, c, C0, logm, La, Lb, u, v, up, vp, scal, rmax,
-                                              floor, n_chunks, chunk_rows, Q, q, colL,
-                                              stop - ii)
-        if failed:
-            return n_err, ii + done
-        if (stop - 1) % 10 == 0:
+    if not 1.0 > stopThr:
+        return n_err, -1
+    for ii in range(numItermax):
+        if partial_log_run_serial(M, c, C0, logm, La, Lb, u, v, up, vp, scal, rmax, floor,
+                                  n_chunks, chunk_rows, Q, q, colL, np.int64(1))[1]:
+            return n_err, ii
+        if ii % 10 == 0:
             e2 = partial_log_err2_serial(u, v, scal[0], up, vp, scal[1], n_chunks, chunk_rows)
             n_err += 1
             if _check_stops(e2, f32, errs, n_err - 1, stopThr):
                 break
-        ii = stop
     return n_err, -1
 
 
