@@ -64,18 +64,9 @@ def serial_vs_parallel():
             finally:
                 _config.SMALL_MAX_ENTRIES = saved
 
-        call(True), call(False)
-        ratios, ts = [], []
-        for _ in range(11):
-            t0 = time.perf_counter()
-            call(False)
-            t1 = time.perf_counter()
-            call(True)
-            t2 = time.perf_counter()
-            ratios.append((t1 - t0) / (t2 - t1))
-            ts.append(t2 - t1)
+        ts, _, ratios = _common.time_pair(lambda: call(True), lambda: call(False), repeats=11)
         print(f"| {dim} | {H} | {dim * dim * H} | {statistics.median(ratios):.2f} | "
-              f"{min(ratios):.2f}-{max(ratios):.2f} | {statistics.median(ts) * 1e3:.2f} |",
+              f"{min(ratios):.2f}-{max(ratios):.2f} | {ts['median'] * 1e3:.2f} |",
               flush=True)
 
 

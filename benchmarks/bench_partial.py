@@ -24,9 +24,9 @@ taken in the same read as the next iteration's pass: one read of K per
 iteration, as balanced Sinkhorn-Knopp (``numbaot.sinkhorn``).  The log-domain solver reads M once and computes
 one exponential per entry (its error needs no read of M).
 
-``--twins``: instead, the serial twins that small problems run
-(``numbaot.cpu.partial``, chosen by size) against the parallel kernels on
-the same problem, both forced (``numbaot.cpu.partial._kernels``),
+``--twins``: instead, the small path (``numbaot.cpu.partial``: the whole
+loop in one compiled call on serial kernels) against the parallel kernels
+on the same problem, each forced in turn (``numbaot.cpu.partial._is_small``),
 alternated in one process: the median of the pairwise ratios of whole
 calls (200 iterations, m = 0.7; the data behind the size rule).
 
@@ -92,14 +92,13 @@ def full_run_counts(solver, a, b, M, reg, n1, n2):
 
 def twins(sizes, reg, pairs=11):
     """Print, per size and solver, time with the parallel kernels / time
-    with the serial twins (median of ``pairs`` alternated pairs of calls)."""
+    on the small path (median of ``pairs`` alternated pairs of calls)."""
     import statistics
-    import time
 
     from numbaot import partial as npar
     from numbaot.cpu import partial as cpu_partial
 
-    real = cpu_partial._kernels
+    real = cpu_partial._is_small
     print("| n | solver | parallel / serial (median) | min-max | serial ms per call |")
     print("|---|---|---|---|---|")
     for n in sizes:
@@ -107,24 +106,16 @@ def twins(sizes, reg, pairs=11):
         for name, fn in (("exp", npar.entropic_partial_wasserstein),
                          ("log", npar.entropic_partial_wasserstein_logscale)):
             def call(small, fn=fn):
-                cpu_partial._kernels = lambda _: real(small)
+                cpu_partial._is_small = lambda *args: small
                 try:
                     return fn(a, b, M, reg, m=0.7, numItermax=200)
                 finally:
-                    cpu_partial._kernels = real
+                    cpu_partial._is_small = real
 
-            call(True), call(False)
-            ratios, ts = [], []
-            for _ in range(pairs):
-                t0 = time.perf_counter()
-                call(False)
-                t1 = time.perf_counter()
-                call(True)
-                t2 = time.perf_counter()
-                ratios.append((t1 - t0) / (t2 - t1))
-                ts.append(t2 - t1)
+            ts, _, ratios = C.time_pair(lambda: call(True), lambda: call(False),
+                                        repeats=pairs)
             print(f"| {n} | {name} | {statistics.median(ratios):.2f} | {min(ratios):.2f}-"
-                  f"{max(ratios):.2f} | {statistics.median(ts) * 1e3:.3f} |", flush=True)
+                  f"{max(ratios):.2f} | {ts['median'] * 1e3:.3f} |", flush=True)
 
 
 def main(argv=None):

@@ -84,9 +84,9 @@ def _barycenter(dtype):
 
 def _partial(dtype):
     from numbaot import partial
-    # 5 x 4: the one-call serial path; 200 x 200: above the small bounds
-    # (K0 in more than one chunk; SMALL_MAX_ENTRIES_LOG), the parallel kernels
-    for n in (5, 200):
+    # 5 x 4: the one-call serial path; 400 x 400: above the small bounds
+    # (SMALL_MAX_ENTRIES, SMALL_MAX_ENTRIES_LOG), the parallel kernels
+    for n in (5, 400):
         a, b, M, _, _ = _problem(dtype, n=n, m=n - 1 if n == 5 else n)
         b = b * 1.5
         for fn in (partial.entropic_partial_wasserstein,

@@ -35,14 +35,14 @@ F64 = dict(rtol=1e-9, atol=1e-13)
 def _force(monkeypatch, path):
     """Make the CPU backend take ``path``: 'auto' (what the size selects:
     on a small problem the whole loop in one compiled call), 'blocks' (the
-    serial twins, the loop in Python by blocks of iterations) or 'parallel'
-    (the parallel kernels, by blocks)."""
+    small path's serial kernels, the loop in Python by blocks of
+    iterations) or 'parallel' (the parallel kernels, by blocks)."""
     if path == "auto":
         return
-    monkeypatch.setattr(cpu_partial, "partial_solve_small", lambda *args: None)
-    monkeypatch.setattr(cpu_partial, "partial_log_solve_small", lambda *args: None)
-    real = cpu_partial._kernels
-    monkeypatch.setattr(cpu_partial, "_kernels", lambda small: real(path == "blocks"))
+    monkeypatch.setattr(cpu_partial, "_is_small", lambda *args: path == "blocks")
+    if path == "blocks":
+        monkeypatch.setattr(cpu_partial, "partial_solve_small", lambda *args: None)
+        monkeypatch.setattr(cpu_partial, "partial_log_solve_small", lambda *args: None)
 
 
 @pytest.fixture(params=["auto", "blocks", "parallel"])
@@ -416,8 +416,8 @@ def test_cpu_error_read_ahead_changes_no_iterate(path):
 
 
 @pytest.mark.parametrize("kind", ["exp", "log"])
-@pytest.mark.parametrize("shape", [(1, 7), (40, 25), (181, 181), (182, 181), (300, 90),
-                                   (45, 700)])
+@pytest.mark.parametrize("shape", [(1, 7), (40, 25), (90, 91), (300, 90), (45, 700),
+                                   (362, 362), (363, 362)])
 def test_small_paths_match_the_parallel_kernels(kind, shape, monkeypatch):
     """Small problems run the whole loop in one compiled call on serial
     kernels (twins of the parallel ones, and a tight multiplicative pass).
@@ -425,17 +425,15 @@ def test_small_paths_match_the_parallel_kernels(kind, shape, monkeypatch):
     check runs the next pass ahead with the tiled twin) and against the
     parallel kernels: plans, errors and losses to rounding (sums in another
     order; LLVM may contract or vectorise serial code differently).  The
-    size rule: multiplicative, small iff K0 is one chunk of the memory-bound
-    layout; log domain, iff dim_a x dim_b <= SMALL_MAX_ENTRIES_LOG."""
+    size rule: dim_a x dim_b <= SMALL_MAX_ENTRIES (log domain:
+    SMALL_MAX_ENTRIES_LOG)."""
     from numbaot import _config
-    from numbaot.cpu import chunk_layout
 
     a, b, M = _problem(*shape, seed=sum(shape))
     fn = SOLVERS[kind][1]
-    if kind == "exp":
-        small = chunk_layout(shape[0], 1, shape[1], memory_bound=True)[0] == 1
-    else:
-        small = shape[0] * shape[1] <= _config.SMALL_MAX_ENTRIES_LOG
+    bound = _config.SMALL_MAX_ENTRIES_LOG if kind == "log" else _config.SMALL_MAX_ENTRIES
+    small = shape[0] * shape[1] <= bound
+    assert cpu_partial._is_small(*shape, kind == "log") is small
     runs = {}
     for path in ("auto", "blocks", "parallel"):
         with monkeypatch.context() as mp:

@@ -430,18 +430,16 @@ def partial_log_err2(u, v, s, up, vp, sp, n_chunks, chunk_rows):
 # parallel kernels to rounding (sums in another order; LLVM may contract or
 # vectorise the serial code differently); the choice depends on the size
 # alone, so results stay bit-identical for any thread count.
-# Small: K0 in one chunk of the memory-bound layout (dim_a x dim_b <=
-# 2 MIN_CHUNK_ENTRIES, about 181^2; above, two threads take two chunks), or
-# for the log domain at most ``_config.SMALL_MAX_ENTRIES_LOG`` entries: the
-# sizes where the twins won or tied in every run of
-# ``benchmarks/bench_partial.py --twins``
-# (BENCHMARKS.md, "Entropic partial OT": parallel / serial time 1.29-5.9 at
-# n = 32-181 for exp, 0.98-3.6 at 32-90 for log; above, the parallel kernels
-# won in some runs).
+# Small: at most ``_config.SMALL_MAX_ENTRIES`` entries (dim_a x dim_b), or
+# ``SMALL_MAX_ENTRIES_LOG`` in the log domain, the dense solvers' bounds:
+# ``benchmarks/bench_partial.py --twins`` (BENCHMARKS.md, "Entropic partial
+# OT") measured the small path faster at every size up to 256^2 in every
+# run (parallel / small time 1.13-2.85) and 0.88-1.41 at 362^2; log domain
+# 1.04-1.31 at 64-128 (the whole loop) against 0.78 at 181.
 @njit(**_SER)
 def partial_small_pass(K0, a, v, sp, n_chunks, chunk_rows, Q, u, q):
-    """``partial_fused_pass`` of a small K0 (one chunk; ``n_chunks``,
-    ``chunk_rows`` and ``Q`` unused) as one tight loop:
+    """``partial_fused_pass`` of a small K0 (``n_chunks``, ``chunk_rows``
+    and ``Q`` unused: the whole matrix in one sweep) as one tight loop:
     ``numbaot.cpu._small.knopp_rows``, four rows at a time, with the scale
     sp and the clamp at 1 (no tiles, column blocks, row buffers or chunk
     merge).  The same iterate to rounding (sums in another order; a float32
@@ -545,6 +543,12 @@ _KERNELS = {
 }
 
 
+def _is_small(dim_a, dim_b, log_domain):
+    """Whether a state runs the small path (the rule above)."""
+    bound = _config.SMALL_MAX_ENTRIES_LOG if log_domain else _config.SMALL_MAX_ENTRIES
+    return dim_a * dim_b <= bound
+
+
 def _kernels(small):
     """name -> the kernel each launcher calls: the serial twins for a small
     problem, else the parallel kernels."""
@@ -590,7 +594,7 @@ class PartialState:
         self.zero_below = float(np.finfo(dt).smallest_subnormal) / 2
         self.kmin = float(K0.min())
         self.n_chunks, self.chunk_rows = chunk_layout(dim_a, 1, dim_b, memory_bound=True)
-        self.small = self.n_chunks == 1
+        self.small = _is_small(dim_a, dim_b, False)
         self.k = _kernels(self.small)
         self.Q = np.empty((self.n_chunks, 1, dim_b))
         self.q = np.empty((1, dim_b))
@@ -728,7 +732,7 @@ class PartialLogState:
         dim_a, dim_b = M.shape
         self.M, self.c = M, -1.0 / reg
         self.n_chunks, self.chunk_rows = chunk_layout(dim_a, 1, dim_b)
-        self.small = dim_a * dim_b <= _config.SMALL_MAX_ENTRIES_LOG
+        self.small = _is_small(dim_a, dim_b, True)
         self.k = _kernels(self.small)
         lse = np.empty((1, dim_b))
         self.k["log_col_lse"](M, self.c, np.zeros((1, dim_a)), self.n_chunks, self.chunk_rows,
