@@ -17,9 +17,12 @@ naming the argument (M not finite, negative weights, ``m`` not a finite
 number, ...); iterates agree with POT's to rounding, not bit for bit (POT
 accumulates its corrections elementwise); arithmetic is float64 on the CPU
 (the kernel itself is kept in the input dtype, as POT's, so its underflows
-are POT's); 2-D (batched) weights are not accepted (POT does not accept them
-either).  CUDA device arrays (numba, CuPy) run on ``numbaot.cuda.partial`` in
-the input dtype and return a device plan.
+are POT's).  Beyond POT: paired batches, n_hists problems that share ``M``
+(2-D ``b`` of shape (dim_b, n_hists), with ``a`` shared (dim_a,) or paired
+(dim_a, n_hists), and ``m`` one value or one per problem), solved together
+with one read of the kernel per iteration for all of them; the plans come
+back stacked, (n_hists, dim_a, dim_b).  CUDA device arrays (numba, CuPy) run
+on ``numbaot.cuda.partial`` in the input dtype and return device plans.
 
 References
 ----------
@@ -31,7 +34,6 @@ References
 .. [3] POT 0.9.7, module ``ot.partial`` (R. Flamary et al., "POT: Python
    Optimal Transport", JMLR 22(78) 2021).
 """
-import math
 import numbers
 import warnings
 
@@ -60,35 +62,60 @@ def _backend(P):
 
 
 def _mass(w, dim):
-    """POT's |w|_1: the sum in the caller's dtype; uniform weights (sum of
-    ones(dim) / dim in float64) for an empty ``w``."""
+    """POT's |w|_1: the sum in the caller's dtype (per column for 2-D
+    ``w``); uniform weights (sum of ones(dim) / dim in float64) for an empty
+    ``w``."""
     w = np.asarray(_dispatch.to_host(w) if w is not None else [])
     if w.size == 0:
         return np.sum(np.ones(dim) / dim)
+    if w.ndim == 2:  # column by column: POT's (pairwise) sum of each histogram
+        return np.array([np.sum(w[:, k]) for k in range(w.shape[1])])
     return np.sum(w)
 
 
-def _check_m(m, a, b, P):
-    """POT's default and checks of ``m``; returns it as a float."""
-    dim_a, dim_b = P.shape
-    bound = min(_mass(a, dim_a), _mass(b, dim_b))
-    if m is None:
-        m = bound * 1.0
-    elif isinstance(m, (bool, np.bool_)) or not isinstance(m, (numbers.Real, np.ndarray)):
+def _m_values(m, n_hists):
+    """``m`` as given (a real scalar) or, for a batch, a float64 array
+    (n_hists,); TypeError/ValueError for anything else."""
+    if isinstance(m, (bool, np.bool_)):
         raise TypeError(f"m must be a real number or None; got {type(m).__name__}")
-    elif isinstance(m, np.ndarray) and (m.ndim != 0 or m.dtype.kind not in "iuf"):
-        raise TypeError(f"m must be a real scalar or None; got an array of shape {m.shape}")
-    if math.isnan(float(m)):
+    if isinstance(m, numbers.Real):
+        return m
+    if not isinstance(m, (np.ndarray, list, tuple)) or (not n_hists and
+                                                        not isinstance(m, np.ndarray)):
+        raise TypeError(f"m must be a real number or None; got {type(m).__name__}")
+    arr = np.asarray(m)
+    if arr.dtype.kind not in "iuf":
+        raise TypeError(f"m must hold real numbers; got an array of dtype {arr.dtype}")
+    if arr.ndim == 0:
+        return arr
+    if not n_hists:
+        raise TypeError(f"m must be a real scalar or None; got an array of shape {arr.shape}")
+    if arr.shape != (n_hists,):
+        raise ValueError(f"m must be a real number or hold one mass per problem, shape "
+                         f"({n_hists},); got shape {arr.shape}")
+    return arr.astype(np.float64)
+
+
+def _check_m(m, a, b, P):
+    """POT's default and checks of ``m``, per problem for a batch: returns
+    the masses as a float64 array (n_problems,)."""
+    dim_a, dim_b = P.shape
+    if P.n_hists:
+        bound = np.minimum(_mass(a, dim_a), _mass(b, dim_b))
+    else:
+        bound = min(_mass(a, dim_a), _mass(b, dim_b))
+    m = bound * 1.0 if m is None else _m_values(m, P.n_hists)
+    if np.any(np.isnan(np.asarray(m, dtype=np.float64))):
         raise ValueError(f"m must be a number in [0, min(|a|_1, |b|_1)]; got {m!r}")
-    if m < 0:
+    if np.any(m < 0):
         raise ValueError(_M_NEGATIVE)
-    if m > bound:
+    if np.any(m > bound):
         raise ValueError(_M_TOO_LARGE)
-    return float(m)
+    return np.broadcast_to(np.asarray(m, dtype=np.float64), (P.n_problems,)).copy()
 
 
 def _prepare(a, b, M, reg, m, numItermax, stopThr, name):
-    P = _checks.prepare_problem(a, b, M, allow_batch=False, method_name=name)
+    P = _checks.prepare_problem(a, b, M, allow_batch=True, method_name=name)
     reg, numItermax, stopThr = _checks.check_common(reg, numItermax, stopThr)
     return P, reg, _check_m(m, a, b, P), numItermax, stopThr
 
@@ -104,26 +131,25 @@ def _partial_loop(run, error, dtype, numItermax, stopThr, verbose, log, small=No
     """POT's loop of the entropic partial solvers: ``while err > stopThr and
     cpt < numItermax`` with err = 1 at the start and the error taken (logged,
     printed) at cpt % 10 == 0.  ``run(n)`` makes up to n iterations and
-    returns (done, failed).  ``small()``, when it returns a record (the
-    backend ran the whole loop in one call: the errors at the checks and the
-    failing iteration or None), replaces the loop; the verbose table is then
-    printed from the record.  Returns (error list, failing iteration or
-    None)."""
+    returns (done, stopped): stopped once every problem failed (a batch goes
+    on while one problem is left; the error is then over those).
+    ``small()``, when it returns the errors at the checks (the backend ran
+    the whole loop in one call), replaces the loop; the verbose table is
+    then printed from them.  Returns the error list (empty unless ``log``)."""
     rec = small() if small is not None else None
     if rec is not None:
-        checks, failed_at = rec
-        errs = [_loops.err_scalar(e, dtype) for e in checks]
+        errs = [_loops.err_scalar(e, dtype) for e in rec]
         if verbose:
             for k, err in enumerate(errs):
                 _print_check(10 * k, err)
-        return (errs if log else []), failed_at
+        return errs if log else []
     errs = []
     if not 1 > stopThr:
-        return errs, None
+        return errs
     for start, stop in _loops.blocks(numItermax, 10):
-        done, failed = run(stop - start)
-        if failed:
-            return errs, start + done
+        done, stopped = run(stop - start)
+        if stopped:
+            break
         ii = stop - 1
         if ii % 10 == 0:
             err = _loops.err_scalar(error(), dtype)
@@ -133,15 +159,31 @@ def _partial_loop(run, error, dtype, numItermax, stopThr, verbose, log, small=No
                 _print_check(ii, err)
             if not err > stopThr:
                 break
-    return errs, None
+    return errs
 
 
-def _outputs(P, plan, loss, errs, log):
+def _report_failures(failed_at, P, log_domain):
+    """POT's message for each problem that failed: printed by the
+    multiplicative solver, a warning in the log domain; a batch names the
+    problem."""
+    for k in np.flatnonzero(failed_at >= 0):
+        where = f" (problem {k})" if P.n_hists else ""
+        if log_domain:
+            warnings.warn(_LOG_FAILURE.format(failed_at[k]) + where, stacklevel=3)
+        else:
+            print(_PRINT_FAILURE, f"{failed_at[k]}{where}")
+
+
+def _outputs(P, plans, loss, errs, log):
+    """plans (n_problems, dim_a, dim_b) -> the plan (one problem) or the
+    stack; the log dict with 'partial_w_dist' a scalar or (n_hists,)."""
+    plan = plans if P.n_hists else plans[0]
     if P.device == "cuda":
         plan = _dispatch.like_input(plan, P.like)
     if not log:
         return plan
-    return plan, {"err": errs, "partial_w_dist": P.dtype.type(loss)}
+    dist = np.asarray(loss, dtype=P.dtype) if P.n_hists else P.dtype.type(loss[0])
+    return plan, {"err": errs, "partial_w_dist": dist}
 
 
 def entropic_partial_wasserstein(a, b, M, reg, m=None, method="sinkhorn", numItermax=1000,
@@ -162,17 +204,23 @@ def entropic_partial_wasserstein(a, b, M, reg, m=None, method="sinkhorn", numIte
 
     Parameters
     ----------
-    a : array-like or CUDA device array, shape (dim_a,), float
+    a : array-like or CUDA device array, shape (dim_a,) or (dim_a, n_hists), float
         Source weights (>= 0, finite); empty (``[]``) means uniform 1 / dim_a.
-    b : array-like or CUDA device array, shape (dim_b,), float
-        Target weights (>= 0, finite); empty means uniform.
+        2-D (with a 2-D ``b`` of as many columns): one source histogram per
+        problem of a paired batch.
+    b : array-like or CUDA device array, shape (dim_b,) or (dim_b, n_hists), float
+        Target weights (>= 0, finite); empty means uniform.  2-D: a batch of
+        n_hists problems sharing ``M`` (and ``a`` when it is 1-D), solved
+        together (numbaot's own; POT solves one problem per call).
     M : array-like or CUDA device array, shape (dim_a, dim_b), float32 or float64
         Cost matrix (finite), in the units of the loss.
     reg : float
         Entropic regularisation strength (finite, > 0), in units of ``M``.
-    m : float, optional
+    m : float or array-like of shape (n_hists,), optional
         Mass to transport, in [0, min(|a|_1, |b|_1)]; default (None) that
-        minimum.
+        minimum.  For a batch: one mass for every problem, or one per
+        problem (each checked against its own histograms; the default is
+        each problem's minimum).
     method : str, default 'sinkhorn'
         'sinkhorn' (multiplicative domain) or 'sinkhorn_log' (log domain);
         case-insensitive.
@@ -181,7 +229,9 @@ def entropic_partial_wasserstein(a, b, M, reg, m=None, method="sinkhorn", numIte
     stopThr : float, default 1e-100
         Stop once the error ||K_prev - K||_F, taken every 10 iterations,
         is <= stopThr (the loop runs while it is > stopThr; it starts at 1,
-        so stopThr >= 1 runs no iteration, as POT).
+        so stopThr >= 1 runs no iteration, as POT).  A batch has one error,
+        the Frobenius norm over the problems still running (the stacked
+        differences), and every problem makes the batch's iterations.
     verbose : bool, default False
         Print POT's error table at every check.
     log : bool, default False
@@ -189,13 +239,15 @@ def entropic_partial_wasserstein(a, b, M, reg, m=None, method="sinkhorn", numIte
 
     Returns
     -------
-    gamma : ndarray (or device array), shape (dim_a, dim_b), dtype of the inputs
+    gamma : ndarray (or device array), shape (dim_a, dim_b), or (n_hists, dim_a, dim_b) for a batch; dtype of the inputs
         The plan: mass moved from source i to target j (row sums <= a,
-        column sums <= b, total m).  All NaN if the run failed (Notes).
+        column sums <= b, total m); gamma[k] is problem k's.  All NaN if the
+        run (that problem) failed (Notes).
     log : dict
         Only if ``log=True``: ``'err'``, the list of errors at the checks
         (NumPy scalars of the result dtype); ``'partial_w_dist'``,
-        <gamma, M>_F (a NumPy scalar, NaN after a failure).
+        <gamma, M>_F (a NumPy scalar, NaN after a failure; for a batch an
+        ndarray (n_hists,) of the result dtype).
 
     Raises
     ------
@@ -207,7 +259,9 @@ def entropic_partial_wasserstein(a, b, M, reg, m=None, method="sinkhorn", numIte
     TypeError
         ``method`` not a string; non-numeric, boolean or complex arrays;
         ``m``, ``reg``, ``stopThr`` not real numbers; ``numItermax`` not an
-        integer; host and device arrays mixed.
+        integer; host and device arrays mixed.  For a batch: ``m`` not of
+        shape (n_hists,) (ValueError), 2-D ``a`` without a 2-D ``b`` of as
+        many columns (ValueError).
     numbaot._dispatch.CudaUnavailableError
         Device arrays given but numba-cuda or a CUDA GPU is missing.
 
@@ -218,7 +272,10 @@ def entropic_partial_wasserstein(a, b, M, reg, m=None, method="sinkhorn", numIte
     NaN; numbaot detects the same event (a zero in K, u, v or the mass
     scaling, in the dtype), prints "Warning: numerical errors at iteration
     t" (a print, as POT, not a warning), stops and returns POT's all-NaN
-    plan.  ``m = 0`` fails at iteration 0.  Not reproduced: when K has
+    plan.  ``m = 0`` fails at iteration 0.  In a batch, a problem that fails
+    does so at POT's iteration for it alone (the message names it: "...
+    at iteration t (problem k)"), its plan is NaN, and the others go on.
+    Not reproduced: when K has
     subnormal entries (float32, exp(-M / reg) near 1e-40), POT's corrections
     of those entries round differently from the exact ones and POT may fail
     some iterations later; numbaot's iterate stays finite there.
@@ -246,6 +303,16 @@ def entropic_partial_wasserstein(a, b, M, reg, m=None, method="sinkhorn", numIte
      [0.01 0.  ]]
     >>> print(round(float(G.sum()), 6))
     0.1
+
+    A paired batch: two problems sharing M, one mass each.
+
+    >>> A = np.array([[.1, .2], [.2, .1]])
+    >>> B = np.array([[.1, .2], [.1, .1]])
+    >>> G = numbaot.partial.entropic_partial_wasserstein(A, B, M, 1, m=[0.1, 0.2])
+    >>> G.shape
+    (2, 2, 2)
+    >>> print(np.round(G.sum(axis=(1, 2)), 6))
+    [0.1 0.2]
     """
     meth = _checks.check_method(method, _METHODS)
     if meth == "sinkhorn_log":
@@ -255,16 +322,14 @@ def entropic_partial_wasserstein(a, b, M, reg, m=None, method="sinkhorn", numIte
     P, reg, m, numItermax, stopThr = _prepare(a, b, M, reg, m, numItermax, stopThr,
                                               "entropic_partial_wasserstein")
     be = _backend(P)
-    st = be.PartialState(P.M, reg, P.a[0], P.b[0], m)
-    errs, failed_at = _partial_loop(lambda n: be.partial_steps(st, n),
-                                    lambda: be.partial_error(st), P.dtype, numItermax,
-                                    stopThr, verbose, log,
-                                    lambda: be.partial_solve_small(st, numItermax, stopThr))
-    if failed_at is not None:
-        print(_PRINT_FAILURE, failed_at)
-    plan = be.partial_plan(st)
-    loss = be.partial_loss(st) if log else np.nan
-    return _outputs(P, plan, loss, errs, log)
+    st = be.PartialState(P.M, reg, P.a, P.b, m)
+    errs = _partial_loop(lambda n: be.partial_steps(st, n), lambda: be.partial_error(st),
+                         P.dtype, numItermax, stopThr, verbose, log,
+                         lambda: be.partial_solve_small(st, numItermax, stopThr))
+    _report_failures(be.partial_failed_at(st), P, False)
+    plans = be.partial_plan(st)
+    loss = be.partial_loss(st) if log else None
+    return _outputs(P, plans, loss, errs, log)
 
 
 def entropic_partial_wasserstein_logscale(a, b, M, reg, m=None, numItermax=1000,
@@ -279,16 +344,18 @@ def entropic_partial_wasserstein_logscale(a, b, M, reg, m=None, numItermax=1000,
 
     Parameters
     ----------
-    a : array-like or CUDA device array, shape (dim_a,), float
-        Source weights (>= 0, finite); empty means uniform.
-    b : array-like or CUDA device array, shape (dim_b,), float
-        Target weights (>= 0, finite); empty means uniform.
+    a : array-like or CUDA device array, shape (dim_a,) or (dim_a, n_hists), float
+        Source weights (>= 0, finite); empty means uniform; 2-D: paired
+        batch (as :func:`entropic_partial_wasserstein`).
+    b : array-like or CUDA device array, shape (dim_b,) or (dim_b, n_hists), float
+        Target weights (>= 0, finite); empty means uniform; 2-D: a batch.
     M : array-like or CUDA device array, shape (dim_a, dim_b), float32 or float64
         Cost matrix (finite).
     reg : float
         Regularisation (finite, > 0).
-    m : float, optional
-        Mass to transport, in [0, min(|a|_1, |b|_1)]; default that minimum.
+    m : float or array-like of shape (n_hists,), optional
+        Mass to transport, in [0, min(|a|_1, |b|_1)]; default that minimum
+        (per problem for a batch).
     numItermax : int, default 1000
         Maximum number of iterations (>= 0).
     stopThr : float, default 1e-100
@@ -301,11 +368,12 @@ def entropic_partial_wasserstein_logscale(a, b, M, reg, m=None, numItermax=1000,
 
     Returns
     -------
-    gamma : ndarray (or device array), shape (dim_a, dim_b), dtype of the inputs
-        The plan exp(LK).
+    gamma : ndarray (or device array), shape (dim_a, dim_b), or (n_hists, dim_a, dim_b) for a batch; dtype of the inputs
+        The plan exp(LK) (gamma[k]: problem k's).
     log : dict
-        Only if ``log=True``: ``'err'`` (errors at the checks) and
-        ``'partial_w_dist'`` (<gamma, M>_F).
+        Only if ``log=True``: ``'err'`` (errors at the checks; a batch's
+        over the problems still running) and ``'partial_w_dist'``
+        (<gamma, M>_F; (n_hists,) for a batch).
 
     Raises
     ------
@@ -319,7 +387,8 @@ def entropic_partial_wasserstein_logscale(a, b, M, reg, m=None, numItermax=1000,
         entropic_partial_wasserstein_logscale" when a log-potential is not
         finite (a zero weight gives -inf, ``m = 0`` NaN): the loop stops and
         that iterate is returned (zeros on the rows/columns of zero weight),
-        as POT.
+        as POT.  In a batch, that problem alone stops there (the message
+        ends with " (problem k)"); the others go on.
 
     References
     ----------
@@ -346,13 +415,11 @@ def entropic_partial_wasserstein_logscale(a, b, M, reg, m=None, numItermax=1000,
     P, reg, m, numItermax, stopThr = _prepare(a, b, M, reg, m, numItermax, stopThr,
                                               "entropic_partial_wasserstein_logscale")
     be = _backend(P)
-    st = be.PartialLogState(P.M, reg, P.a[0], P.b[0], m)
-    errs, failed_at = _partial_loop(lambda n: be.partial_log_steps(st, n),
-                                    lambda: be.partial_log_error(st), P.dtype, numItermax,
-                                    stopThr, verbose, log,
-                                    lambda: be.partial_log_solve_small(st, numItermax, stopThr))
-    if failed_at is not None:
-        warnings.warn(_LOG_FAILURE.format(failed_at), stacklevel=2)
-    plan = be.partial_log_plan(st)
-    loss = be.partial_log_loss(st) if log else np.nan
-    return _outputs(P, plan, loss, errs, log)
+    st = be.PartialLogState(P.M, reg, P.a, P.b, m)
+    errs = _partial_loop(lambda n: be.partial_log_steps(st, n),
+                         lambda: be.partial_log_error(st), P.dtype, numItermax, stopThr,
+                         verbose, log, lambda: be.partial_log_solve_small(st, numItermax, stopThr))
+    _report_failures(be.partial_failed_at(st), P, True)
+    plans = be.partial_log_plan(st)
+    loss = be.partial_log_loss(st) if log else None
+    return _outputs(P, plans, loss, errs, log)

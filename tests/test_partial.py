@@ -309,7 +309,7 @@ def test_small_reg_log_domain_stays_finite(reg):
     if reg == 1e-4:
         from numbaot.cpu import partial as cpu_partial
 
-        st = cpu_partial.PartialLogState(M, reg, a, b, 0.5)
+        st = cpu_partial.PartialLogState(M, reg, a[None], b[None], np.array([0.5]))
         cpu_partial.partial_log_steps(st, 3)
         assert (st.q <= 1e-200).any()  # the recomputed-column path ran
 
@@ -352,8 +352,14 @@ def test_bad_input(fn):
     assert_raises_naming(ValueError, "M", fn, a, b, Mn, 0.1)
     assert_raises_naming(ValueError, "a", fn, a[:3], b, M, 0.1)
     assert_raises_naming(ValueError, "b", fn, a, -b, M, 0.1)
-    assert_raises_naming(ValueError, "b", fn, a, np.stack([b, b], 1), M, 0.1)
-    assert_raises_naming(ValueError, "a", fn, np.stack([a, a], 1), b, M, 0.1)
+    # batches: 2-D a needs a 2-D b with as many columns; m one per problem
+    assert_raises_naming(ValueError, "b", fn, np.stack([a, a], 1), b, M, 0.1)
+    assert_raises_naming(ValueError, "a", fn, np.stack([a, a], 1), np.stack([b] * 3, 1), M,
+                         0.1)
+    assert_raises_naming(ValueError, "m", fn, a, np.stack([b, b], 1), M, 0.1, m=[0.1] * 3)
+    assert_raises_naming(TypeError, "m", fn, a, b, M, 0.1, m=[0.1])
+    assert_raises_naming(TypeError, "m", fn, a, np.stack([b, b], 1), M, 0.1, m=["x", "y"])
+    assert_raises_naming(ValueError, "b", fn, a, b[:, None, None], M, 0.1)
     assert_raises_naming(ValueError, "reg", fn, a, b, M, 0.0)
     assert_raises_naming(ValueError, "reg", fn, a, b, M, np.inf)
     assert_raises_naming(TypeError, "reg", fn, a, b, M, "1")
@@ -400,7 +406,7 @@ def test_cpu_error_read_ahead_changes_no_iterate(path):
     and asking twice gives the same error."""
     a, b, M = _problem(33, 21, seed=14)
     K = cpu_partial.PartialState
-    st1, st2 = K(M, 0.1, a, b, 0.9), K(M, 0.1, a, b, 0.9)
+    st1, st2 = (K(M, 0.1, a[None], b[None], np.array([0.9])) for _ in range(2))
     assert cpu_partial.partial_steps(st1, 11) == (11, False)
     e1 = cpu_partial.partial_error(st1)
     assert cpu_partial.partial_error(st1) == pytest.approx(e1, rel=1e-12)
@@ -408,7 +414,7 @@ def test_cpu_error_read_ahead_changes_no_iterate(path):
     e2 = cpu_partial.partial_error(st1)
     assert cpu_partial.partial_steps(st2, 15) == (15, False)
     np.testing.assert_array_equal(cpu_partial.partial_plan(st1), cpu_partial.partial_plan(st2))
-    assert cpu_partial.partial_loss(st1) == cpu_partial.partial_loss(st2)
+    np.testing.assert_array_equal(cpu_partial.partial_loss(st1), cpu_partial.partial_loss(st2))
     assert cpu_partial.partial_error(st2) == pytest.approx(e2, rel=1e-12)
     ref, lref = ot.partial.entropic_partial_wasserstein(a, b, M, 0.1, m=0.9, numItermax=11,
                                                         log=True)
@@ -448,3 +454,155 @@ def test_small_paths_match_the_parallel_kernels(kind, shape, monkeypatch):
     _check_errs(l0["err"], l1["err"], rtol=1e-7)  # above the rounding floor
     _check_errs(l1["err"], l2["err"], rtol=1e-7)
     assert l1["partial_w_dist"] == pytest.approx(l2["partial_w_dist"], rel=1e-13)
+
+
+# ---------------------------------------------------------------------------
+# paired batches (numbaot's own: POT solves one problem per call), each
+# problem against POT run on it alone
+# ---------------------------------------------------------------------------
+def _batch_problem(n, m, n_hists, seed, dtype=np.float64, paired=True):
+    """Histograms (n, n_hists), (m, n_hists) of different masses (0.5-1.5)
+    and a cost (n, m); ``paired=False``: one shared a (n,)."""
+    rng = np.random.default_rng(seed)
+    _, _, M = _problem(n, m, seed=seed)
+    A = rng.random((n, n_hists)) + 0.1
+    A *= rng.uniform(0.5, 1.5, n_hists) / A.sum(0)
+    B = rng.random((m, n_hists)) + 0.1
+    B *= rng.uniform(0.5, 1.5, n_hists) / B.sum(0)
+    if not paired:
+        A = A[:, 0]
+    return A.astype(dtype), B.astype(dtype), M.astype(dtype)
+
+
+def _column(A, k):
+    return A[:, k] if A.ndim == 2 else A
+
+
+def _pot_each(pot, A, B, M, reg, ms, **kw):
+    """POT on each problem of a batch alone: [((plan, log), printed, warnings)]."""
+    return [_run(pot, _column(A, k), B[:, k], M, reg, m=float(ms[k]), log=True, **kw)
+            for k in range(B.shape[1])]
+
+
+def _batch_errs(refs):
+    """The batch's error at each check from POT's per-problem errors: the
+    Frobenius norm over the problems still running (a problem's errors stop
+    when it fails or, at err = 0, stops)."""
+    errs = [np.asarray(r[0][1]["err"], dtype=np.float64) for r in refs]
+    return [float(np.sqrt(sum(e[c] ** 2 for e in errs if len(e) > c)))
+            for c in range(max(len(e) for e in errs))]
+
+
+def _masses(A, B, m_kind):
+    sums = [[np.sum(_column(X, k)) for k in range(B.shape[1])] for X in (A, B)]
+    bound = np.minimum(*sums)  # POT's bound: the sum of each histogram alone
+    if m_kind is None:
+        return None, bound
+    if m_kind == "scalar":
+        m = 0.4 * float(bound.min())
+        return m, np.full(B.shape[1], m)
+    m = np.linspace(0.2, 1.0, B.shape[1]) * bound
+    return m, m
+
+
+@pytest.mark.parametrize("kind", ["exp", "log"])
+@pytest.mark.parametrize("m_kind", [None, "scalar", "array"])
+@pytest.mark.parametrize("paired", [True, False])
+@pytest.mark.parametrize("shape", [(1, 7), (6, 9), (40, 25)])
+def test_batch_matches_pot_per_problem(kind, m_kind, paired, shape, path):
+    A, B, M = _batch_problem(*shape, 3, seed=sum(shape), paired=paired)
+    m, ms = _masses(A, B, m_kind)
+    pot, ours = SOLVERS[kind]
+    refs = _pot_each(pot, A, B, M, 0.1, ms, numItermax=200)
+    (got, lg), out, msgs = _run(ours, A, B, M, 0.1, m=m, numItermax=200, log=True)
+    assert out == "" and msgs == []
+    assert type(got) is np.ndarray and got.shape == (3, *shape) and got.dtype == np.float64
+    for k, ((ref, lref), _, _) in enumerate(refs):
+        np.testing.assert_allclose(got[k], ref, rtol=F64["rtol"], atol=F64["atol"] * ref.max())
+        assert abs(got[k].sum() - ms[k]) < 1e-9 * ms[k]
+    assert list(lg) == ["err", "partial_w_dist"]
+    assert lg["partial_w_dist"].shape == (3,) and lg["partial_w_dist"].dtype == np.float64
+    np.testing.assert_allclose(lg["partial_w_dist"], [r[0][1]["partial_w_dist"] for r in refs],
+                               rtol=1e-9)
+    _check_errs(lg["err"], _batch_errs(refs), rtol=1e-7)
+    assert all(type(e) is np.float64 for e in lg["err"])
+
+
+@pytest.mark.parametrize("kind", ["exp", "log"])
+def test_batch_stops_on_the_batch_error(kind, path):
+    """One stopping rule for the batch: POT's test on the error of the whole
+    batch (the Frobenius norm of the stacked differences).  Every problem
+    makes the iterations the batch made: POT run alone for that many
+    iterations gives each plan."""
+    A, B, M = _batch_problem(40, 25, 4, seed=3)
+    pot, ours = SOLVERS[kind]
+    ms = 0.7 * np.minimum(A.sum(0), B.sum(0))
+    got, lg = ours(A, B, M, 0.02, m=ms, stopThr=1e-7, log=True)
+    errs = np.asarray(lg["err"])
+    assert 3 <= len(errs) < 100
+    assert errs[-1] <= 1e-7 and np.all(errs[:-1] > 1e-7)
+    refs = _pot_each(pot, A, B, M, 0.02, ms, numItermax=10 * (len(errs) - 1) + 1, stopThr=0.0)
+    for k, ((ref, _), _, _) in enumerate(refs):
+        np.testing.assert_allclose(got[k], ref, rtol=F64["rtol"], atol=F64["atol"] * ref.max())
+    _check_errs(errs, _batch_errs(refs), rtol=1e-7)
+
+
+@pytest.mark.parametrize("kind", ["exp", "log"])
+def test_batch_float32_against_float64_oracle(kind, path):
+    A, B, M = _batch_problem(9, 14, 3, seed=4, dtype=np.float32)
+    ms = 0.5 * np.minimum(A.sum(0), B.sum(0)).astype(np.float64)
+    pot, ours = SOLVERS[kind]
+    got = ours(A, B, M, 0.1, m=ms, numItermax=100)
+    assert got.dtype == np.float32 and got.shape == (3, 9, 14)
+    for k in range(3):
+        ref = pot(*up(A[:, k], B[:, k], M), 0.1, m=ms[k], numItermax=100)
+        np.testing.assert_allclose(got[k], ref, rtol=F32["rtol"], atol=F32["atol"] * ref.max())
+
+
+@pytest.mark.parametrize("kind", ["exp", "log"])
+def test_batch_of_one_and_shared_a(kind, path):
+    """A batch of one is the 1-D call (same iterates, bit for bit); a shared
+    1-D a is a paired batch with a repeated."""
+    A, B, M = _batch_problem(30, 20, 3, seed=5)
+    fn = SOLVERS[kind][1]
+    single = fn(A[:, 0], B[:, 0], M, 0.1, m=0.5, numItermax=50)
+    one = fn(A[:, :1], B[:, :1], M, 0.1, m=0.5, numItermax=50)
+    assert one.shape == (1, 30, 20)
+    np.testing.assert_array_equal(one[0], single)
+    shared = fn(A[:, 0], B, M, 0.1, m=0.5, numItermax=50)
+    paired = fn(np.repeat(A[:, :1], 3, axis=1), B, M, 0.1, m=0.5, numItermax=50)
+    np.testing.assert_array_equal(shared, paired)
+
+
+@pytest.mark.parametrize("kind", ["exp", "log"])
+@pytest.mark.parametrize("case", list(_failure_cases()))
+def test_batch_failures_per_problem(kind, case, path):
+    """A problem that fails in a batch fails as it would alone (POT's
+    message, naming the problem, at POT's iteration; its plan POT's) while
+    the others go on; the batch error counts the problems still running."""
+    (a, b, M, reg), kw = _failure_cases()[case]
+    kw = dict(kw)
+    numItermax = kw.pop("numItermax", 60)
+    a2, b2 = np.full_like(a, 1.0 / len(a)), np.full_like(b, 0.9 / len(b))
+    A = np.stack([a2, a, a2 * 0.8], axis=1)
+    B = np.stack([b2, b, b2], axis=1)
+    m_case = kw.get("m", float(min(a.sum(), b.sum())))
+    ms = np.array([0.5, m_case, 0.6])
+    pot, ours = SOLVERS[kind]
+    refs = _pot_each(pot, A, B, M, reg, ms, numItermax=numItermax)
+    (got, lg), out, msgs = _run(ours, A, B, M, reg, m=ms, numItermax=numItermax, log=True)
+    want_out = "".join(r[1].replace("\n", f" (problem {k})\n") for k, r in enumerate(refs))
+    want_msgs = [msg + f" (problem {k})" for k, r in enumerate(refs) for msg in r[2]]
+    assert out == want_out and msgs == want_msgs
+    for k, ((ref, lref), _, _) in enumerate(refs):
+        if kind == "exp" and "Warning" in refs[k][1]:
+            assert np.isnan(got[k]).all() and np.isnan(lg["partial_w_dist"][k])
+            continue
+        # (POT's log-domain plan is float64 for float32 inputs with m a float)
+        tol = F64 if got.dtype == np.float64 else dict(rtol=1e-3, atol=1e-6)
+        np.testing.assert_allclose(got[k], ref, rtol=tol["rtol"], atol=tol["atol"] * np.nanmax(
+            np.abs(ref), initial=1.0), equal_nan=True)
+    want = _batch_errs(refs)
+    assert len(lg["err"]) == len(want)
+    if want:
+        _check_errs(lg["err"], want, rtol=1e-6)

@@ -45,6 +45,15 @@ exp(-M / reg) near 1e-40); numbaot's iterate, exact to rounding, stays
 finite there.  The log-domain solver fails, as POT's, when a potential is
 not finite (a zero weight, m = 0).
 
+Paired batches: n_hists problems share K0 (or M).  Every per-problem array
+has the problem first: u (n_hists, dim_a), v (n_hists, dim_b), ``scal``
+(n_hists, ...), ``a`` (1 or n_hists, dim_a); problem k starts from
+(m_k / m_ref) K0 with K0 scaled to the largest mass m_ref (its s_{-1}; 1 for
+one problem), so one K0 serves all.  A pass streams K0 once for all problems
+(a tile of rows is re-read from L1/L2 per problem).  Each problem fails on
+its own (``active``, ``fail_at``: the others go on); the batch has one
+error, summed over the problems still active, and one stopping rule.
+
 Conventions: K0 and M are (dim_a, dim_b), C order, float32 or float64, only
 read; vectors are float64; rows are split by ``numbaot.cpu.chunk_layout``
 (fixed chunks, merged in chunk order: bit-identical for any thread count).
@@ -108,16 +117,21 @@ def _finite(x):
 # multiplicative domain
 # --------------------------------------------------------------------------
 @njit(**_PAR)
-def partial_fused_pass(K0, a, v, sp, n_chunks, chunk_rows, Q, u, q):
-    """One read of K0: u_i = min(a_i / (sp (K0 v)_i), 1) and q = K0^T u.
+def partial_fused_pass(K0, a, v, scal, active, n_chunks, chunk_rows, Q, u, q):
+    """One read of K0 for every active problem k: u[k, i] = min(a[k, i] /
+    (sp_k (K0 v_k)_i), 1) and q[k] = K0^T u_k, with sp_k = scal[k, 1].
 
-    ``v`` is (1, dim_b), ``q`` (1, dim_b), ``Q`` (n_chunks, 1, dim_b) the
-    chunks' column accumulators.  Tiles of rows (register-blocked dot
-    products against a block of v held in L1), then the same tile re-read
-    from L2 for the column accumulation (``numbaot.cpu.sinkhorn``'s row
-    helpers; a chunk's first tile stores its accumulators).
+    ``a`` is (1 or n_hists, dim_a) (one shared row or one per problem),
+    ``v``, ``q`` (n_hists, dim_b), ``u`` (n_hists, dim_a), ``Q`` (n_chunks,
+    n_hists, dim_b) the chunks' column accumulators.  Tiles of rows
+    (register-blocked dot products against a block of v_k held in L1), then
+    the same tile re-read from L1/L2 for the column accumulation, problem by
+    problem (``numbaot.cpu.sinkhorn``'s row helpers; a chunk's first tile
+    stores its accumulators): K0 streams from memory once for all problems.
     """
     n, m = K0.shape
+    n_hists = v.shape[0]
+    shared_a = a.shape[0] == 1
     R = tile_rows(m, K0.itemsize)
     for ch in prange(n_chunks):
         i0 = ch * chunk_rows
@@ -129,80 +143,131 @@ def partial_fused_pass(K0, a, v, sp, n_chunks, chunk_rows, Q, u, q):
         w = np.empty(R)
         for t0 in range(i0, i1, R):
             nr = min(i1, t0 + R) - t0
-            s[:] = 0.0
-            for j0 in range(0, m, COL_BLOCK):
-                dot_rows(K0, t0, nr, v, np.int64(0), j0, min(m, j0 + COL_BLOCK) - j0, s)
-            for r in range(nr):
-                x = _min1(a[t0 + r] / (sp * s[r]))
-                w[r] = x
-                u[t0 + r] = x
-            for j0 in range(0, m, COL_BLOCK):
-                axpy_rows(w, K0, t0, nr, Qc, np.int64(0), j0, min(m, j0 + COL_BLOCK) - j0,
-                          t0 == i0)
-    merge_chunks(Q, np.ones(1, dtype=np.bool_), q)
+            for k in range(n_hists):
+                if not active[k]:
+                    continue
+                ka = 0 if shared_a else k
+                sp = scal[k, 1]
+                s[:] = 0.0
+                for j0 in range(0, m, COL_BLOCK):
+                    dot_rows(K0, t0, nr, v, k, j0, min(m, j0 + COL_BLOCK) - j0, s)
+                for r in range(nr):
+                    x = _min1(a[ka, t0 + r] / (sp * s[r]))
+                    w[r] = x
+                    u[k, t0 + r] = x
+                for j0 in range(0, m, COL_BLOCK):
+                    axpy_rows(w, K0, t0, nr, Qc, k, j0, min(m, j0 + COL_BLOCK) - j0,
+                              t0 == i0)
+    merge_chunks(Q, active, q)
 
 
 @njit(**_SER)
-def _finish_step(b, mass, u, v, scal, kmin, zero_below, q, sp):
-    """The O(dim_a + dim_b) end of an iteration whose fused pass left u and
-    q = K0^T u: v = min(b / (sp q), 1), s = m / sum_j v_j q_j, the failure
-    tests.  Returns True when the iterate is not finite (POT's K is NaN/inf);
-    sets scal[2] (broken) when K0, u, v or s has a zero in the dtype."""
-    n = u.shape[0]
+def _finish_problem(b, mass, u, v, scal, kmin, zero_below, q, k):
+    """The O(dim_a + dim_b) end of problem k's iteration, whose fused pass
+    left u_k and q_k = K0^T u_k: v_k = min(b_k / (sp q_k), 1), s_k = m_k /
+    sum_j v_kj q_kj, the failure tests.  Returns True when the iterate is
+    not finite (POT's K is NaN/inf); sets scal[k, 2] (broken) when K0, u, v
+    or s has a zero in the dtype."""
+    n = u.shape[1]
     m = v.shape[1]
+    sp = scal[k, 1]
     tot = 0.0
     vmin = np.inf
     ok = True
     for j in range(m):
-        x = _min1(b[j] / (sp * q[0, j]))
-        v[0, j] = x
-        tot += x * q[0, j]
+        x = _min1(b[k, j] / (sp * q[k, j]))
+        v[k, j] = x
+        tot += x * q[k, j]
         vmin = min(vmin, x)
         ok &= _finite(x)  # no short circuit: the loop stays branch-free
-    s = mass / tot
-    scal[0] = s
+    s = mass[k] / tot
+    scal[k, 0] = s
     umin = np.inf
     for i in range(n):
-        umin = min(umin, u[i])
-        ok &= _finite(u[i])
+        umin = min(umin, u[k, i])
+        ok &= _finite(u[k, i])
     if not (ok and _finite(s)):
         return True
-    if not (kmin > zero_below and umin > zero_below and vmin > zero_below
+    if not (kmin[k] > zero_below and umin > zero_below and vmin > zero_below
             and s > zero_below):
-        scal[2] = 1.0
+        scal[k, 2] = 1.0
     return False
 
 
 @njit(**_SER)
-def partial_run(K0, a, b, mass, u, v, up, vp, scal, kmin, zero_below,
+def _finish_step(b, mass, u, v, scal, kmin, zero_below, q, active, fail_at, it):
+    """:func:`_finish_problem` for every active problem; a problem whose
+    iterate is not finite fails at iteration ``it`` (fail_at[k] = it, no
+    longer active).  Returns the number of problems still active."""
+    left = 0
+    for k in range(v.shape[0]):
+        if not active[k]:
+            continue
+        if _finish_problem(b, mass, u, v, scal, kmin, zero_below, q, k):
+            active[k] = False
+            fail_at[k] = it
+        else:
+            left += 1
+    return left
+
+
+@njit(**_SER)
+def _begin_step(u, v, up, vp, scal, active, fail_at, it):
+    """The start of iteration ``it``: a problem whose corrections broke
+    (scal[k, 2]) fails here; every other active problem saves its iterate
+    (up, vp, s_prev = scal[k, 1]).  Returns the number still active."""
+    left = 0
+    for k in range(v.shape[0]):
+        if not active[k]:
+            continue
+        if scal[k, 2] != 0.0:
+            active[k] = False
+            fail_at[k] = it
+            continue
+        scal[k, 1] = scal[k, 0]
+        for i in range(u.shape[1]):
+            up[k, i] = u[k, i]
+        for j in range(v.shape[1]):
+            vp[k, j] = v[k, j]
+        left += 1
+    return left
+
+
+@njit(**_SER)
+def partial_run(K0, a, b, mass, u, v, up, vp, scal, kmin, zero_below, active, fail_at, cnt,
                 n_chunks, chunk_rows, Q, q, n_steps):
-    """Up to ``n_steps`` iterations in place.  ``scal`` = [s, s_prev,
-    broken]: ``broken`` is set when POT's corrections would hold a NaN/inf
-    (a zero in K0, u, v or s, in the dtype: POT divides by it elementwise,
-    and its next iterate is NaN).  Returns (steps completed, failed); on
-    failure the first value is the index of the failing step (POT's K is
-    NaN/inf there)."""
+    """Up to ``n_steps`` iterations of every active problem, in place.
+
+    ``scal`` (n_hists, 3) = [s, s_prev, broken] per problem: ``broken`` is
+    set when POT's corrections would hold a NaN/inf (a zero in K0, u, v or
+    s, in the dtype: POT divides by it elementwise, and its next iterate is
+    NaN).  A problem that fails (its iterate not finite, or the iteration
+    after a broken one) records the global iteration index ``cnt[0]`` in
+    ``fail_at`` and leaves ``active``; the others go on.  Returns (steps
+    run, stopped): stopped is True once no problem is active."""
     for t in range(n_steps):
-        if scal[2] != 0.0:
+        it = cnt[0]
+        if _begin_step(u, v, up, vp, scal, active, fail_at, it) == 0:
             return t, True
-        sp = scal[0]
-        scal[1] = sp
-        up[:] = u
-        vp[:, :] = v
-        partial_fused_pass(K0, a, v, sp, n_chunks, chunk_rows, Q, u, q)
-        if _finish_step(b, mass, u, v, scal, kmin, zero_below, q, sp):
+        partial_fused_pass(K0, a, v, scal, active, n_chunks, chunk_rows, Q, u, q)
+        cnt[0] = it + 1
+        if _finish_step(b, mass, u, v, scal, kmin, zero_below, q, active, fail_at, it) == 0:
             return t, True
     return n_steps, False
 
 
 @njit(**_PAR)
-def partial_fused_err_pass(K0, a, v, s, vpp, upp, spp, n_chunks, chunk_rows, Q, u, q):
+def partial_fused_err_pass(K0, a, v, scal, vpp, upp, spp, active, n_chunks, chunk_rows, Q,
+                           u, q):
     """``partial_fused_pass`` of the next iteration (u is overwritten with
     u_next, q = K0^T u_next) that also returns POT's error of the current
-    one, sum_ij (K0_ij (spp upp_i vpp_j - s u_i v_j))^2, from the same read
-    of K0 (each tile's rows are re-read from L1/L2; chunk partials summed in
-    order).  ``s`` is the current s (the next iteration's s_prev)."""
+    one, summed over the active problems: sum_k sum_ij (K0_ij (spp_k
+    upp_ki vpp_kj - s_k u_ki v_kj))^2, from the same read of K0 (each
+    tile's rows are re-read from L1/L2; chunk partials summed in order).
+    s_k = scal[k, 1] is the current s (the next iteration's s_prev)."""
     n, m = K0.shape
+    n_hists = v.shape[0]
+    shared_a = a.shape[0] == 1
     R = tile_rows(m, K0.itemsize)
     part = np.zeros(n_chunks)
     for ch in prange(n_chunks):
@@ -216,26 +281,31 @@ def partial_fused_err_pass(K0, a, v, s, vpp, upp, spp, n_chunks, chunk_rows, Q, 
         acc = 0.0
         for t0 in range(i0, i1, R):
             nr = min(i1, t0 + R) - t0
-            rs[:] = 0.0
-            for j0 in range(0, m, COL_BLOCK):
-                dot_rows(K0, t0, nr, v, np.int64(0), j0, min(m, j0 + COL_BLOCK) - j0, rs)
-            for r in range(nr):
-                i = t0 + r
-                a0 = spp * upp[i]
-                a1 = s * u[i]
-                e = 0.0
-                for j in range(m):
-                    d = K0[i, j] * (a0 * vpp[0, j] - a1 * v[0, j])
-                    e += d * d
-                acc += e
-                x = _min1(a[i] / (s * rs[r]))
-                w[r] = x
-                u[i] = x
-            for j0 in range(0, m, COL_BLOCK):
-                axpy_rows(w, K0, t0, nr, Qc, np.int64(0), j0, min(m, j0 + COL_BLOCK) - j0,
-                          t0 == i0)
+            for k in range(n_hists):
+                if not active[k]:
+                    continue
+                ka = 0 if shared_a else k
+                s = scal[k, 1]
+                rs[:] = 0.0
+                for j0 in range(0, m, COL_BLOCK):
+                    dot_rows(K0, t0, nr, v, k, j0, min(m, j0 + COL_BLOCK) - j0, rs)
+                for r in range(nr):
+                    i = t0 + r
+                    a0 = spp[k] * upp[k, i]
+                    a1 = s * u[k, i]
+                    e = 0.0
+                    for j in range(m):
+                        d = K0[i, j] * (a0 * vpp[k, j] - a1 * v[k, j])
+                        e += d * d
+                    acc += e
+                    x = _min1(a[ka, i] / (s * rs[r]))
+                    w[r] = x
+                    u[k, i] = x
+                for j0 in range(0, m, COL_BLOCK):
+                    axpy_rows(w, K0, t0, nr, Qc, k, j0, min(m, j0 + COL_BLOCK) - j0,
+                              t0 == i0)
         part[ch] = acc
-    merge_chunks(Q, np.ones(1, dtype=np.bool_), q)
+    merge_chunks(Q, active, q)
     tot = 0.0
     for ch in range(n_chunks):
         tot += part[ch]
@@ -243,8 +313,10 @@ def partial_fused_err_pass(K0, a, v, s, vpp, upp, spp, n_chunks, chunk_rows, Q, 
 
 
 @njit(**_PAR)
-def partial_err2(K0, u, v, s, up, vp, sp, n_chunks, chunk_rows):
-    """sum_ij (K0_ij (sp up_i vp_j - s u_i v_j))^2, chunk partials summed in order."""
+def partial_err2(K0, u, v, sv, up, vp, active, n_chunks, chunk_rows):
+    """sum_k sum_ij (K0_ij (sp_k up_ki vp_kj - s_k u_ki v_kj))^2 over the
+    active problems, with (s_k, sp_k) = sv[k, :2]; chunk partials summed in
+    order."""
     n, m = K0.shape
     part = np.zeros(n_chunks)
     for ch in prange(n_chunks):
@@ -252,13 +324,16 @@ def partial_err2(K0, u, v, s, up, vp, sp, n_chunks, chunk_rows):
         i1 = min(n, i0 + chunk_rows)
         acc = 0.0
         for i in range(i0, i1):
-            a0 = sp * up[i]
-            a1 = s * u[i]
-            r = 0.0
-            for j in range(m):
-                d = K0[i, j] * (a0 * vp[0, j] - a1 * v[0, j])
-                r += d * d
-            acc += r
+            for k in range(v.shape[0]):
+                if not active[k]:
+                    continue
+                a0 = sv[k, 1] * up[k, i]
+                a1 = sv[k, 0] * u[k, i]
+                r = 0.0
+                for j in range(m):
+                    d = K0[i, j] * (a0 * vp[k, j] - a1 * v[k, j])
+                    r += d * d
+                acc += r
         part[ch] = acc
     tot = 0.0
     for ch in range(n_chunks):
@@ -270,34 +345,40 @@ def partial_err2(K0, u, v, s, up, vp, sp, n_chunks, chunk_rows):
 # log domain
 # --------------------------------------------------------------------------
 @njit(**_SER)
-def _row_exp_sum(M, i, c, v, sh, E, r):
-    """E[r, j] = exp(c M_ij + v_j - sh); returns their sum."""
+def _row_exp_sum(M, i, c, v, k, sh, E, r):
+    """E[r, j] = exp(c M_ij + v_kj - sh); returns their sum."""
     S = 0.0
     for j in range(M.shape[1]):
-        e = fast_exp_ftz(c * M[i, j] + v[0, j] - sh)
+        e = fast_exp_ftz(c * M[i, j] + v[k, j] - sh)
         E[r, j] = e
         S += e
     return S
 
 
 @njit(**_PAR)
-def partial_log_fused_pass(M, c, La, v, off, shift_ok, dv_max, rmax, n_chunks, chunk_rows,
-                           Q, u, q):
-    """One read of M, one exponential per entry:
+def partial_log_fused_pass(M, c, La, v, C0, scal, rmax, active, n_chunks, chunk_rows, Q, u,
+                           q):
+    """One read of M, one exponential per entry and active problem k
+    (off_k = scal[k, 1] + C0[k]):
 
-    u_i = min(La_i - off - LSE_j(c M_ij + v_j), 0)      (row projection)
-    q_j = sum_i exp(c M_ij + u_i + v_j + off)            (columns of POT's K1)
+    u_ki = min(La_ki - off_k - LSE_j(c M_ij + v_kj), 0)      (row projection)
+    q_kj = sum_i exp(c M_ij + u_ki + v_kj + off_k)           (columns of POT's K1)
 
-    Each row i is shifted by r_i >= max_j (c M_ij + v_j) (E_ij = exp(c M_ij +
-    v_j - r_i) <= 1, kept in a per-thread tile buffer).  When ``shift_ok``,
-    r_i = rmax_i + dv_max is certified from the previous iterate (rmax_i its
-    shift, dv_max = max_j (v_j - v_prev_j)), so no max pass is needed; a row
-    whose sum falls below ROW_SUM_FLOOR, and every row of the first
-    iteration, takes the exact row maximum.  q accumulates E_ij w_i with
-    w_i = exp(u_i + r_i + off) (POT's K1 has row sums <= a_i): nothing
-    overflows; a column whose q underflows is redone by the caller.
+    Each row i is shifted by r_ki >= max_j (c M_ij + v_kj) (E_ij = exp(c
+    M_ij + v_kj - r_ki) <= 1, kept in a per-thread tile buffer).  When
+    scal[k, 2] (shift_ok) is set, r_ki = rmax_ki + dv_max_k (scal[k, 3]) is
+    certified from the previous iterate (rmax_ki its shift, dv_max_k =
+    max_j (v_kj - v_prev_kj)), so no max pass is needed; a row whose sum
+    falls below ROW_SUM_FLOOR, and every row of the first iteration, takes
+    the exact row maximum.  q accumulates E_ij w_ki with w_ki = exp(u_ki +
+    r_ki + off_k) (POT's K1 has row sums <= a_i): nothing overflows; a
+    column whose q underflows is redone by the caller.  ``La`` is (1 or
+    n_hists, dim_a); the tile's rows of M are re-read from L1/L2 for each
+    problem.
     """
     n, m = M.shape
+    n_hists = v.shape[0]
+    shared_a = La.shape[0] == 1
     R = tile_rows(m, np.int64(8))  # tiles of the float64 row buffer E
     for ch in prange(n_chunks):
         i0 = ch * chunk_rows
@@ -308,97 +389,140 @@ def partial_log_fused_pass(M, c, La, v, off, shift_ok, dv_max, rmax, n_chunks, c
         Qc[:, :] = 0.0
         for t0 in range(i0, i1, R):
             nr = min(i1, t0 + R) - t0
-            for r in range(nr):
-                i = t0 + r
-                la = La[i]
-                if la == -np.inf:
-                    u[i] = -np.inf
-                    w[r] = 0.0
-                    E[r, :] = 0.0
+            for k in range(n_hists):
+                if not active[k]:
                     continue
-                S = 0.0
-                mx = rmax[i] + dv_max
-                if shift_ok:
-                    S = _row_exp_sum(M, i, c, v, mx, E, r)
-                if not S > ROW_SUM_FLOOR:
-                    mx = -np.inf
-                    for j in range(m):
-                        mx = max(mx, c * M[i, j] + v[0, j])
-                    S = _row_exp_sum(M, i, c, v, mx, E, r)
-                rmax[i] = mx
-                x = la - off - (mx + math.log(S))
-                if x > 0.0:  # clamped: u_i = 0
-                    u[i] = 0.0
-                    w[r] = fast_exp(mx + off)
-                else:
-                    u[i] = x
-                    w[r] = fast_exp(la) / S
-            for j0 in range(0, m, COL_BLOCK):
-                axpy_rows(w, E, np.int64(0), nr, Qc, np.int64(0), j0,
-                          min(m, j0 + COL_BLOCK) - j0, np.bool_(False))
-    merge_chunks(Q, np.ones(1, dtype=np.bool_), q)
+                ka = 0 if shared_a else k
+                off = scal[k, 1] + C0[k]
+                shift_ok = scal[k, 2] != 0.0
+                dv_max = scal[k, 3]
+                for r in range(nr):
+                    i = t0 + r
+                    la = La[ka, i]
+                    if la == -np.inf:
+                        u[k, i] = -np.inf
+                        w[r] = 0.0
+                        E[r, :] = 0.0
+                        continue
+                    S = 0.0
+                    mx = rmax[k, i] + dv_max
+                    if shift_ok:
+                        S = _row_exp_sum(M, i, c, v, k, mx, E, r)
+                    if not S > ROW_SUM_FLOOR:
+                        mx = -np.inf
+                        for j in range(m):
+                            mx = max(mx, c * M[i, j] + v[k, j])
+                        S = _row_exp_sum(M, i, c, v, k, mx, E, r)
+                    rmax[k, i] = mx
+                    x = la - off - (mx + math.log(S))
+                    if x > 0.0:  # clamped: u_i = 0
+                        u[k, i] = 0.0
+                        w[r] = fast_exp(mx + off)
+                    else:
+                        u[k, i] = x
+                        w[r] = fast_exp(la) / S
+                for j0 in range(0, m, COL_BLOCK):
+                    axpy_rows(w, E, np.int64(0), nr, Qc, k, j0,
+                              min(m, j0 + COL_BLOCK) - j0, np.bool_(False))
+    merge_chunks(Q, active, q)
 
 
 @njit(**_SER)
-def partial_log_run(M, c, C0, logm, La, Lb, u, v, up, vp, scal, rmax, floor,
-                    n_chunks, chunk_rows, Q, q, colL, n_steps):
-    """Up to ``n_steps`` log-domain iterations in place; ``scal`` =
-    [Ls, Ls_prev, shift_ok, dv_max] (the certified row shifts ``rmax`` of
-    ``partial_log_fused_pass`` are valid when shift_ok is 1).  Returns (steps completed, failed): a step fails, as
-    POT's, when a potential is not finite (POT's LK then has a -inf/NaN)."""
-    n = u.shape[0]
+def _log_finish_problem(Lb, C0, logm, u, v, vp, scal, floor, q, colL, k):
+    """The end of problem k's log-domain iteration (its fused pass left u_k
+    and q_k): v_k, Ls_k and the certified shift data of the next pass.
+    Returns False when a potential is not finite (POT's LK then has a
+    -inf/NaN)."""
+    n = u.shape[1]
     m = v.shape[1]
+    off = scal[k, 1] + C0[k]
+    # colLSE_j = LSE_i(c M_ij + u_i) = log q_j - off - vp_j
+    g = np.empty(m)
+    gmax = -np.inf
+    ok = True
+    for j in range(m):
+        if q[k, j] > floor:
+            lq = math.log(q[k, j])
+            x = _min0(Lb[k, j] - lq + vp[k, j])
+            g[j] = x + lq - off - vp[k, j]
+        else:
+            cl = colL[k, j]
+            x = _min0(Lb[k, j] - off - cl)
+            g[j] = x + cl
+        v[k, j] = x
+        ok = ok and _finite(x)
+        gmax = max(gmax, g[j])
+    S = 0.0
+    for j in range(m):
+        S += math.exp(g[j] - gmax)
+    s = logm[k] - C0[k] - (gmax + math.log(S))
+    scal[k, 0] = s
+    dv = -np.inf
+    for j in range(m):
+        dv = max(dv, v[k, j] - vp[k, j])
+    scal[k, 2] = 1.0
+    scal[k, 3] = dv
+    for i in range(n):
+        ok = ok and _finite(u[k, i])
+    return ok and _finite(s)
+
+
+@njit(**_SER)
+def partial_log_run(M, c, C0, logm, La, Lb, u, v, up, vp, scal, rmax, floor, active,
+                    fail_at, cnt, n_chunks, chunk_rows, Q, q, colL, n_steps):
+    """Up to ``n_steps`` log-domain iterations of every active problem, in
+    place; ``scal`` (n_hists, 4) = [Ls, Ls_prev, shift_ok, dv_max] per
+    problem (the certified row shifts ``rmax`` of ``partial_log_fused_pass``
+    are valid when shift_ok is 1), ``C0``, ``logm`` (n_hists,).  A problem
+    fails, as POT's, when a potential is not finite: it records ``cnt[0]``
+    in ``fail_at`` and keeps that iterate (no longer active).  Returns
+    (steps run, stopped): stopped once no problem is active."""
+    n = u.shape[1]
+    m = v.shape[1]
+    n_hists = v.shape[0]
     for t in range(n_steps):
-        sp = scal[0]
-        scal[1] = sp
-        up[:] = u
-        vp[:, :] = v
-        off = sp + C0
-        partial_log_fused_pass(M, c, La, v, off, scal[2] != 0.0, scal[3], rmax, n_chunks,
-                               chunk_rows, Q, u, q)
+        it = cnt[0]
+        left = 0
+        for k in range(n_hists):
+            if active[k]:
+                scal[k, 1] = scal[k, 0]
+                for i in range(n):
+                    up[k, i] = u[k, i]
+                for j in range(m):
+                    vp[k, j] = v[k, j]
+                left += 1
+        if left == 0:
+            return t, True
+        partial_log_fused_pass(M, c, La, v, C0, scal, rmax, active, n_chunks, chunk_rows, Q,
+                               u, q)
         redo = False
-        for j in range(m):
-            if not q[0, j] > floor:
-                redo = True
+        for k in range(n_hists):
+            if active[k]:
+                for j in range(m):
+                    if not q[k, j] > floor:
+                        redo = True
         if redo:  # columns of K1 that underflowed: their exact column LSE
-            log_col_lse(M, c, u.reshape(1, n), n_chunks, chunk_rows, colL)
-        # colLSE_j = LSE_i(c M_ij + u_i) = log q_j - off - vp_j
-        g = np.empty(m)
-        gmax = -np.inf
-        ok = True
-        for j in range(m):
-            if q[0, j] > floor:
-                lq = math.log(q[0, j])
-                x = _min0(Lb[j] - lq + vp[0, j])
-                g[j] = x + lq - off - vp[0, j]
+            log_col_lse(M, c, u, n_chunks, chunk_rows, colL)
+        cnt[0] = it + 1
+        left = 0
+        for k in range(n_hists):
+            if not active[k]:
+                continue
+            if _log_finish_problem(Lb, C0, logm, u, v, vp, scal, floor, q, colL, k):
+                left += 1
             else:
-                cl = colL[0, j]
-                x = _min0(Lb[j] - off - cl)
-                g[j] = x + cl
-            v[0, j] = x
-            ok = ok and _finite(x)
-            gmax = max(gmax, g[j])
-        S = 0.0
-        for j in range(m):
-            S += math.exp(g[j] - gmax)
-        s = logm - C0 - (gmax + math.log(S))
-        scal[0] = s
-        dv = -np.inf
-        for j in range(m):
-            dv = max(dv, v[0, j] - vp[0, j])
-        scal[2] = 1.0
-        scal[3] = dv
-        for i in range(n):
-            ok = ok and _finite(u[i])
-        if not (ok and _finite(s)):
+                active[k] = False
+                fail_at[k] = it
+        if left == 0:
             return t, True
     return n_steps, False
 
 
 @njit(**_PAR)
-def partial_log_err2(u, v, s, up, vp, sp, n_chunks, chunk_rows):
-    """sum_ij ((up_i - u_i) + (vp_j - v_j) + (sp - s))^2 (no read of M)."""
-    n = u.shape[0]
+def partial_log_err2(u, v, sv, up, vp, active, n_chunks, chunk_rows):
+    """sum_k sum_ij ((up_ki - u_ki) + (vp_kj - v_kj) + (sp_k - s_k))^2 over
+    the active problems, (s_k, sp_k) = sv[k, :2] (no read of M)."""
+    n = u.shape[1]
     m = v.shape[1]
     part = np.zeros(n_chunks)
     for ch in prange(n_chunks):
@@ -406,12 +530,15 @@ def partial_log_err2(u, v, s, up, vp, sp, n_chunks, chunk_rows):
         i1 = min(n, i0 + chunk_rows)
         acc = 0.0
         for i in range(i0, i1):
-            x = (up[i] - u[i]) + (sp - s)
-            r = 0.0
-            for j in range(m):
-                d = x + (vp[0, j] - v[0, j])
-                r += d * d
-            acc += r
+            for k in range(v.shape[0]):
+                if not active[k]:
+                    continue
+                x = (up[k, i] - u[k, i]) + (sv[k, 1] - sv[k, 0])
+                r = 0.0
+                for j in range(m):
+                    d = x + (vp[k, j] - v[k, j])
+                    r += d * d
+                acc += r
         part[ch] = acc
     tot = 0.0
     for ch in range(n_chunks):
@@ -430,25 +557,27 @@ def partial_log_err2(u, v, s, up, vp, sp, n_chunks, chunk_rows):
 # parallel kernels to rounding (sums in another order; LLVM may contract or
 # vectorise the serial code differently); the choice depends on the size
 # alone, so results stay bit-identical for any thread count.
-# Small: at most ``_config.SMALL_MAX_ENTRIES`` entries (dim_a x dim_b), or
-# ``SMALL_MAX_ENTRIES_LOG`` in the log domain, the dense solvers' bounds:
-# ``benchmarks/bench_partial.py --twins`` (BENCHMARKS.md, "Entropic partial
-# OT") measured the small path faster at every size up to 256^2 in every
-# run (parallel / small time 1.13-2.85) and 0.88-1.41 at 362^2; log domain
-# 1.04-1.31 at 64-128 (the whole loop) against 0.78 at 181.
+# Small: at most ``_config.SMALL_MAX_ENTRIES`` entries (dim_a x dim_b x
+# n_hists), or ``SMALL_MAX_ENTRIES_LOG`` in the log domain, the dense
+# solvers' bounds: ``benchmarks/bench_partial.py --twins`` (BENCHMARKS.md,
+# "Entropic partial OT") measured the small path faster at every size up to
+# 256^2 in every run (parallel / small time 1.13-2.85) and 0.88-1.41 at
+# 362^2; log domain 1.04-1.31 at 64-128 (the whole loop) against 0.78 at 181.
 @njit(**_SER)
-def partial_small_pass(K0, a, v, sp, n_chunks, chunk_rows, Q, u, q):
+def partial_small_pass(K0, a, v, scal, active, n_chunks, chunk_rows, Q, u, q):
     """``partial_fused_pass`` of a small K0 (``n_chunks``, ``chunk_rows``
-    and ``Q`` unused: the whole matrix in one sweep) as one tight loop:
-    ``numbaot.cpu._small.knopp_rows``, four rows at a time, with the scale
-    sp and the clamp at 1 (no tiles, column blocks, row buffers or chunk
-    merge).  The same iterate to rounding (sums in another order; a float32
-    K0 is widened entry by entry)."""
-    n, m = K0.shape
-    for j in range(m):
-        q[0, j] = 0.0
-    knopp_rows(K0, a.reshape(1, n), np.int64(0), v, u.reshape(1, n), q, np.int64(0), sp,
-                np.bool_(True))
+    and ``Q`` unused: the whole matrix in one sweep per problem) as one
+    tight loop: ``numbaot.cpu._small.knopp_rows``, four rows at a time, with
+    the scale sp_k = scal[k, 1] and the clamp at 1 (no tiles, column blocks,
+    row buffers or chunk merge).  The same iterate to rounding (sums in
+    another order; a float32 K0 is widened entry by entry)."""
+    shared_a = a.shape[0] == 1
+    for k in range(v.shape[0]):
+        if not active[k]:
+            continue
+        for j in range(q.shape[1]):
+            q[k, j] = 0.0
+        knopp_rows(K0, a, 0 if shared_a else k, v, u, q, k, scal[k, 1], np.bool_(True))
 
 
 _merge_chunks_serial = serial_twin(merge_chunks)
@@ -485,47 +614,73 @@ def _check_stops(e2, f32, errs, n_err, stopThr):
 
 
 @njit(**_SER)
-def partial_small_loop(K0, a, b, mass, u, v, up, vp, scal, kmin, zero_below, n_chunks,
-                       chunk_rows, Q, q, numItermax, stopThr, f32, errs):
+def partial_small_loop(K0, a, b, mass, u, v, up, vp, scal, kmin, zero_below, active, fail_at,
+                       cnt, n_chunks, chunk_rows, Q, q, numItermax, stopThr, f32, errs):
     """``numbaot.partial._partial_loop`` with ``partial_steps`` and
     ``partial_error`` in one serial compiled call (small problems): after
-    each iteration ii with ii % 10 == 0, POT's error ||K_prev - K||_F
-    (``partial_err2``) is stored in ``errs`` (>= numItermax // 10 + 1
-    entries) and the loop stops when it is not above stopThr.  Returns
-    (errors stored, failing iteration or -1)."""
+    each iteration ii with ii % 10 == 0, POT's error ||K_prev - K||_F (over
+    the problems still active, ``partial_err2``) is stored in ``errs``
+    (>= numItermax // 10 + 1 entries) and the loop stops when it is not
+    above stopThr, or once every problem failed (``fail_at``).  Returns the
+    number of errors stored."""
     n_err = 0
     if not 1.0 > stopThr:
-        return n_err, -1
+        return n_err
     for ii in range(numItermax):
-        if partial_run_serial(K0, a, b, mass, u, v, up, vp, scal, kmin, zero_below, n_chunks,
-                              chunk_rows, Q, q, np.int64(1))[1]:
-            return n_err, ii
+        if partial_run_serial(K0, a, b, mass, u, v, up, vp, scal, kmin, zero_below, active,
+                              fail_at, cnt, n_chunks, chunk_rows, Q, q, np.int64(1))[1]:
+            return n_err
         if ii % 10 == 0:
-            e2 = partial_err2_serial(K0, u, v, scal[0], up, vp, scal[1], n_chunks, chunk_rows)
+            e2 = partial_err2_serial(K0, u, v, scal, up, vp, active, n_chunks, chunk_rows)
             n_err += 1
             if _check_stops(e2, f32, errs, n_err - 1, stopThr):
                 break
-    return n_err, -1
+    return n_err
 
 
 @njit(**_SER)
-def partial_log_small_loop(M, c, C0, logm, La, Lb, u, v, up, vp, scal, rmax, floor,
-                           n_chunks, chunk_rows, Q, q, colL, numItermax, stopThr, f32, errs):
+def partial_log_small_loop(M, c, C0, logm, La, Lb, u, v, up, vp, scal, rmax, floor, active,
+                           fail_at, cnt, n_chunks, chunk_rows, Q, q, colL, numItermax, stopThr,
+                           f32, errs):
     """:func:`partial_small_loop` for the log domain (``partial_log_run``,
     ``partial_log_err2``)."""
     n_err = 0
     if not 1.0 > stopThr:
-        return n_err, -1
+        return n_err
     for ii in range(numItermax):
         if partial_log_run_serial(M, c, C0, logm, La, Lb, u, v, up, vp, scal, rmax, floor,
-                                  n_chunks, chunk_rows, Q, q, colL, np.int64(1))[1]:
-            return n_err, ii
+                                  active, fail_at, cnt, n_chunks, chunk_rows, Q, q, colL,
+                                  np.int64(1))[1]:
+            return n_err
         if ii % 10 == 0:
-            e2 = partial_log_err2_serial(u, v, scal[0], up, vp, scal[1], n_chunks, chunk_rows)
+            e2 = partial_log_err2_serial(u, v, scal, up, vp, active, n_chunks, chunk_rows)
             n_err += 1
             if _check_stops(e2, f32, errs, n_err - 1, stopThr):
                 break
-    return n_err, -1
+    return n_err
+
+
+@njit(**_PAR)
+def partial_plans(K0, us, v, out):
+    """out[k, i, j] = us[k, i] K0[i, j] v[k, j]: the plans of a batch."""
+    n, m = K0.shape
+    for i in prange(n):
+        for k in range(v.shape[0]):
+            uk = us[k, i]
+            for j in range(m):
+                out[k, i, j] = uk * K0[i, j] * v[k, j]
+
+
+@njit(**_PAR)
+def partial_log_plans(M, c, f, g, out):
+    """out[k, i, j] = exp(c M[i, j] + f[k, i] + g[k, j]): the log-domain
+    plans of a batch."""
+    n, m = M.shape
+    for i in prange(n):
+        for k in range(g.shape[0]):
+            fk = f[k, i]
+            for j in range(m):
+                out[k, i, j] = fast_exp(c * M[i, j] + fk + g[k, j])
 
 
 #: (parallel kernel, its serial twin) of each launcher's call
@@ -534,19 +689,21 @@ _KERNELS = {
     "err_pass": (partial_fused_err_pass, partial_fused_err_pass_serial),
     "err2": (partial_err2, partial_err2_serial),
     "plan": (scaled_plan, _scaled_plan_serial),
+    "plans": (partial_plans, serial_twin(partial_plans)),
     "loss": (scaled_loss, _scaled_loss_serial),
     "log_run": (partial_log_run, partial_log_run_serial),
     "log_col_lse": (log_col_lse, _log_col_lse_serial),
     "log_err2": (partial_log_err2, partial_log_err2_serial),
     "gibbs": (gibbs_kernel, gibbs_kernel_serial),
+    "log_plans": (partial_log_plans, serial_twin(partial_log_plans)),
     "gibbs_loss": (gibbs_loss, _gibbs_loss_serial),
 }
 
 
-def _is_small(dim_a, dim_b, log_domain):
+def _is_small(dim_a, dim_b, log_domain, n_hists=1):
     """Whether a state runs the small path (the rule above)."""
     bound = _config.SMALL_MAX_ENTRIES_LOG if log_domain else _config.SMALL_MAX_ENTRIES
-    return dim_a * dim_b <= bound
+    return dim_a * dim_b * n_hists <= bound
 
 
 def _kernels(small):
@@ -558,63 +715,97 @@ def _kernels(small):
 # --------------------------------------------------------------------------
 # Launchers: the same names, signatures and returns as numbaot.cuda.partial
 # --------------------------------------------------------------------------
-class PartialState:
-    """State of an entropic partial OT run (multiplicative domain) on the CPU.
+def _masses(m):
+    """(mass per problem as a float64 array, the largest)."""
+    mass = np.ascontiguousarray(m, dtype=np.float64).reshape(-1)
+    return mass, float(mass.max())
+
+
+class _Batch:
+    """The per-problem bookkeeping shared by both states: ``active`` (bool),
+    ``fail_at`` (int64, -1 while a problem has not failed) and the global
+    iteration counter ``cnt``."""
+
+    def _setup_batch(self, n_hists):
+        self.n_hists = n_hists
+        self.active = np.ones(n_hists, dtype=np.bool_)
+        self.fail_at = np.full(n_hists, -1, dtype=np.int64)
+        self.cnt = np.zeros(1, dtype=np.int64)
+        self.stopped = False
+        self.started = False
+
+
+class PartialState(_Batch):
+    """State of an entropic partial OT run (multiplicative domain) on the
+    CPU: one problem, or a paired batch of n_hists problems sharing ``M``.
 
     Parameters
     ----------
     M : ndarray (dim_a, dim_b), float32 or float64, C order
-        Cost matrix (read only).  K0 = exp(-M / reg) * m / sum(exp(-M / reg))
-        is formed once, in M's dtype, with POT's NumPy operations (so its
-        zeros, which decide POT's failures, are POT's).
+        Cost matrix (read only).  K0 = exp(-M / reg) * m_ref / sum(exp(-M /
+        reg)), with m_ref the largest mass, is formed once, in M's dtype,
+        with POT's NumPy operations (so its zeros, which decide POT's
+        failures, are POT's); problem k starts from (m_k / m_ref) K0 (its
+        s_{-1}), which is exactly K0 for one problem.
     reg : float
         Regularisation (> 0).
-    a, b : ndarray (dim_a,), (dim_b,), float64
-        Weights.
-    m : float
-        Mass to transport.
+    a : ndarray (1 or n_hists, dim_a) float64
+        Source weights (one row shared by every problem, or one per problem).
+    b : ndarray (n_hists, dim_b) float64
+        Target weights.
+    m : ndarray (n_hists,) float64
+        Mass to transport in each problem.
     """
 
     def __init__(self, M, reg, a, b, m):
         dim_a, dim_b = M.shape
+        n_hists = b.shape[0]
+        self._setup_batch(n_hists)
         dt = M.dtype
+        mass, mref = _masses(m)
         K0 = np.empty(M.shape, dtype=dt)
         np.divide(M, -reg, out=K0)
         np.exp(K0, out=K0)
         with np.errstate(divide="ignore", invalid="ignore"):
-            np.multiply(K0, m / np.sum(K0), out=K0)
-        self.M, self.K0, self.mass = M, K0, float(m)
+            np.multiply(K0, mref / np.sum(K0), out=K0)
+        ratio = mass / mref if mref > 0 else np.ones(n_hists)
+        self.M, self.K0, self.mass = M, K0, mass
         self.a = np.ascontiguousarray(a, dtype=np.float64)
         self.b = np.ascontiguousarray(b, dtype=np.float64)
-        self.u = np.ones(dim_a)
-        self.v = np.ones((1, dim_b))
-        self.up = np.ones(dim_a)
-        self.vp = np.ones((1, dim_b))
-        self.scal = np.array([1.0, 1.0, 0.0])  # s, s_prev, broken
+        self.u = np.ones((n_hists, dim_a))
+        self.v = np.ones((n_hists, dim_b))
+        self.up = np.ones((n_hists, dim_a))
+        self.vp = np.ones((n_hists, dim_b))
+        self.scal = np.zeros((n_hists, 3))  # s, s_prev, broken
+        self.scal[:, 0] = ratio
+        self.scal[:, 1] = ratio
         self.zero_below = float(np.finfo(dt).smallest_subnormal) / 2
-        self.kmin = float(K0.min())
-        self.n_chunks, self.chunk_rows = chunk_layout(dim_a, 1, dim_b, memory_bound=True)
-        self.small = _is_small(dim_a, dim_b, False)
+        # problem k's K0 is ratio_k K0: its smallest entry, and whether all
+        # of it is zero in the dtype (m_k = 0: POT's first iterate is NaN)
+        self.kmin = float(K0.min()) * ratio
+        dead = float(K0.max()) * ratio <= self.zero_below
+        if mref > 0:
+            self.scal[dead, 2] = 1.0
+        self.n_chunks, self.chunk_rows = chunk_layout(dim_a, n_hists, dim_b, memory_bound=True)
+        self.small = _is_small(dim_a, dim_b, False, n_hists)
         self.k = _kernels(self.small)
-        self.Q = np.empty((self.n_chunks, 1, dim_b))
-        self.q = np.empty((1, dim_b))
-        self.failed = False
-        self.started = False
+        self.Q = np.empty((self.n_chunks, n_hists, dim_b))
+        self.q = np.empty((n_hists, dim_b))
         # the iterate before the last (kept while partial_error runs the next
         # iteration's pass ahead: ``pending``)
-        self.upp = np.ones(dim_a)
-        self.vpp = np.ones((1, dim_b))
-        self.spp = 1.0
+        self.upp = np.ones((n_hists, dim_a))
+        self.vpp = np.ones((n_hists, dim_b))
+        self.spp = np.ones(n_hists)
         self.pending = False
 
 
 def partial_steps(st, n_steps):
-    """Run up to ``n_steps`` iterations.  Returns (steps completed, failed
-    flag); on failure the first value is the index (in this call) of the
-    step where POT's iterate is NaN/inf, and the plan is NaN from then on.
-    An iteration started by :func:`partial_error` (its fused pass done) is
-    finished first and counts as the first step."""
-    if st.failed:
+    """Run up to ``n_steps`` iterations of every problem not yet failed.
+    Returns (steps run, stopped): stopped is True once every problem has
+    failed (:func:`partial_failed_at` tells where).  An iteration started
+    by :func:`partial_error` (its fused pass done) is finished first and
+    counts as the first step."""
+    if st.stopped:
         return 0, True
     if n_steps == 0:
         return 0, False
@@ -623,199 +814,222 @@ def partial_steps(st, n_steps):
         if st.pending:
             st.pending = False
             done = 1
+            it = st.cnt[0]
+            st.cnt[0] = it + 1
             if _finish_step(st.b, st.mass, st.u, st.v, st.scal, st.kmin, st.zero_below, st.q,
-                            st.scal[1]):
-                st.failed = True
+                            st.active, st.fail_at, it) == 0:
+                st.stopped = True
                 return 0, True
-        more, failed = st.k["run"](st.K0, st.a, st.b, st.mass, st.u, st.v, st.up, st.vp,
-                                   st.scal, st.kmin, st.zero_below, st.n_chunks,
-                                   st.chunk_rows, st.Q, st.q, n_steps - done)
+        more, stopped = st.k["run"](st.K0, st.a, st.b, st.mass, st.u, st.v, st.up, st.vp,
+                                    st.scal, st.kmin, st.zero_below, st.active, st.fail_at,
+                                    st.cnt, st.n_chunks, st.chunk_rows, st.Q, st.q,
+                                    n_steps - done)
     st.started = True
-    st.failed = bool(failed)
-    return done + int(more), bool(failed)
+    st.stopped = bool(stopped)
+    return done + int(more), bool(stopped)
 
 
 def partial_solve_small(st, numItermax, stopThr):
     """The whole loop of ``numbaot.partial._partial_loop`` in one serial
     compiled call (:func:`partial_small_loop`) for a small state not yet
     iterated; else None (the caller then alternates :func:`partial_steps`
-    and :func:`partial_error`).  Returns (POT's errors at the checks,
-    float64 (n_checks,) in the result dtype's values; the failing
-    iteration, or None)."""
-    if not st.small or st.started or st.failed or numItermax > _config.SMALL_MAX_ITER:
+    and :func:`partial_error`).  Returns POT's errors at the checks,
+    float64 (n_checks,) holding the result dtype's values; the failures are
+    read by :func:`partial_failed_at`."""
+    if not st.small or st.started or st.stopped or numItermax > _config.SMALL_MAX_ITER:
         return None
     errs = np.empty(numItermax // 10 + 1)
     with np.errstate(all="ignore"):
-        n_err, failed_at = partial_small_loop(
+        n_err = partial_small_loop(
             st.K0, st.a, st.b, st.mass, st.u, st.v, st.up, st.vp, st.scal, st.kmin,
-            st.zero_below, st.n_chunks, st.chunk_rows, st.Q, st.q, numItermax, stopThr,
-            st.K0.dtype == np.float32, errs)
+            st.zero_below, st.active, st.fail_at, st.cnt, st.n_chunks, st.chunk_rows, st.Q,
+            st.q, numItermax, stopThr, st.K0.dtype == np.float32, errs)
     st.started = numItermax > 0 and 1 > stopThr
-    st.failed = failed_at >= 0
-    return errs[:n_err], (int(failed_at) if failed_at >= 0 else None)
+    st.stopped = not st.active.any()
+    return errs[:n_err]
+
+
+def partial_failed_at(st):
+    """The iteration at which each problem failed (POT's iterate NaN/inf,
+    or in the log domain a potential not finite), -1 where it did not:
+    int64 (n_hists,), a host array (either state)."""
+    return st.fail_at.copy()
 
 
 def _undo_pending(st):
     """Forget the speculative next iteration of :func:`partial_error`."""
     if st.pending:
-        st.u[:] = st.up
-        st.scal[0] = st.scal[1]
-        st.up[:] = st.upp
+        st.u[:, :] = st.up
+        st.scal[:, 0] = st.scal[:, 1]
+        st.up[:, :] = st.upp
         st.vp[:, :] = st.vpp
-        st.scal[1] = st.spp
+        st.scal[:, 1] = st.spp
         st.pending = False
 
 
 def partial_error(st):
-    """POT's error of the last iteration, ||K_prev - K||_F (float).
+    """POT's error of the last iteration, ||K_prev - K||_F over the problems
+    not failed (float).
 
     It is taken in the same read of K0 as the next iteration's fused pass
     (whose result is kept for the next :func:`partial_steps`, or dropped by
     :func:`partial_plan` / :func:`partial_loss` when the loop stops): one
     read of K0 per iteration, checks included."""
     if st.pending:  # asked again: the error between the saved iterates
-        e2 = st.k["err2"](st.K0, st.up, st.vp, st.scal[1], st.upp, st.vpp, st.spp,
-                          st.n_chunks, st.chunk_rows)
+        sv = np.stack([st.scal[:, 1], st.spp], axis=1)
+        e2 = st.k["err2"](st.K0, st.up, st.vp, sv, st.upp, st.vpp, st.active, st.n_chunks,
+                          st.chunk_rows)
         return math.sqrt(e2)
-    if st.failed or st.scal[2] != 0.0 or not st.started:
-        e2 = st.k["err2"](st.K0, st.u, st.v, st.scal[0], st.up, st.vp, st.scal[1],
-                          st.n_chunks, st.chunk_rows)
+    if st.stopped or not st.started or np.any(st.scal[st.active, 2] != 0.0):
+        e2 = st.k["err2"](st.K0, st.u, st.v, st.scal, st.up, st.vp, st.active, st.n_chunks,
+                          st.chunk_rows)
         return math.sqrt(e2)
-    st.upp[:] = st.up
+    st.upp[:, :] = st.up
     st.vpp[:, :] = st.vp
-    st.spp = st.scal[1]
-    s = st.scal[0]
-    st.scal[1] = s
-    st.up[:] = st.u
+    st.spp[:] = st.scal[:, 1]
+    st.scal[:, 1] = st.scal[:, 0]
+    st.up[:, :] = st.u
     st.vp[:, :] = st.v
     with np.errstate(all="ignore"):
-        e2 = st.k["err_pass"](st.K0, st.a, st.v, s, st.vpp, st.upp, st.spp,
-                                    st.n_chunks, st.chunk_rows, st.Q, st.u, st.q)
+        e2 = st.k["err_pass"](st.K0, st.a, st.v, st.scal, st.vpp, st.upp, st.spp, st.active,
+                              st.n_chunks, st.chunk_rows, st.Q, st.u, st.q)
     st.pending = True
     return math.sqrt(e2)
 
 
 def partial_plan(st):
-    """The current iterate s diag(u) K0 diag(v), (dim_a, dim_b), M's dtype
-    (all NaN after a failed step, as POT's)."""
+    """The current iterates s_k diag(u_k) K0 diag(v_k), (n_hists, dim_a,
+    dim_b), M's dtype (all NaN for a problem that failed, as POT's)."""
     _undo_pending(st)
-    if st.failed:
-        return np.full(st.K0.shape, np.nan, dtype=st.K0.dtype)
-    if not st.started:
-        return st.K0.copy()
-    plan = np.empty(st.K0.shape, dtype=st.K0.dtype)
-    st.k["plan"](st.K0, st.u * st.scal[0], st.v[0], plan)
-    return plan
+    n, m = st.K0.shape
+    plans = np.empty((st.n_hists, n, m), dtype=st.K0.dtype)
+    us = st.u * st.scal[:, :1]
+    if st.n_hists == 1:
+        st.k["plan"](st.K0, us[0], st.v[0], plans[0])
+    else:
+        st.k["plans"](st.K0, us, st.v, plans)
+    plans[st.fail_at >= 0] = np.nan
+    return plans
 
 
 def partial_loss(st):
-    """<K, M>_F of the current iterate (float; NaN after a failed step)."""
+    """<K_k, M>_F of the current iterates, float64 (n_hists,) (NaN for a
+    problem that failed)."""
     _undo_pending(st)
-    if st.failed:
-        return np.nan
-    out = np.empty(1)
-    st.k["loss"](st.K0, st.M, (st.u * st.scal[0]).reshape(1, -1), st.v, st.n_chunks,
-                 st.chunk_rows, out)
-    return float(out[0])
+    out = np.empty(st.n_hists)
+    st.k["loss"](st.K0, st.M, st.u * st.scal[:, :1], st.v, st.n_chunks, st.chunk_rows, out)
+    out[st.fail_at >= 0] = np.nan
+    return out
 
 
-class PartialLogState:
+class PartialLogState(_Batch):
     """State of an entropic partial OT run in the log domain on the CPU.
 
     Same parameters as :class:`PartialState`.  The kernel is never formed:
-    LK0 = -M / reg + log m - LSE(-M / reg) is read from M on the fly
-    (C0 = log m - LSE(-M / reg) is a scalar); the iterate is
-    LK0 + Lu 1^T + 1 Lv^T + Ls.
+    LK0_k = -M / reg + log m_k - LSE(-M / reg) is read from M on the fly
+    (C0_k = log m_k - LSE(-M / reg) is a scalar per problem); the iterate is
+    LK0_k + Lu_k 1^T + 1 Lv_k^T + Ls_k.
     """
 
     def __init__(self, M, reg, a, b, m):
         dim_a, dim_b = M.shape
+        n_hists = b.shape[0]
+        self._setup_batch(n_hists)
+        mass, _ = _masses(m)
         self.M, self.c = M, -1.0 / reg
-        self.n_chunks, self.chunk_rows = chunk_layout(dim_a, 1, dim_b)
-        self.small = _is_small(dim_a, dim_b, True)
+        self.n_chunks, self.chunk_rows = chunk_layout(dim_a, n_hists, dim_b)
+        self.small = _is_small(dim_a, dim_b, True, n_hists)
         self.k = _kernels(self.small)
         lse = np.empty((1, dim_b))
         self.k["log_col_lse"](M, self.c, np.zeros((1, dim_a)), self.n_chunks, self.chunk_rows,
                               lse)
         mx = lse.max()
+        lse_all = mx + math.log(np.exp(lse - mx).sum())
+        self.logm = np.array([math.log(x) if x > 0 else -np.inf for x in mass])
         with np.errstate(divide="ignore", invalid="ignore"):
-            self.logm = math.log(m) if m > 0 else -np.inf
-            self.C0 = self.logm - (mx + math.log(np.exp(lse - mx).sum()))
+            self.C0 = self.logm - lse_all
             self.La = np.log(np.ascontiguousarray(a, dtype=np.float64))
             self.Lb = np.log(np.ascontiguousarray(b, dtype=np.float64))
-        self.u = np.zeros(dim_a)
-        self.v = np.zeros((1, dim_b))
-        self.up = np.zeros(dim_a)
-        self.vp = np.zeros((1, dim_b))
-        self.scal = np.array([0.0, 0.0, 0.0, 0.0])  # Ls, Ls_prev, shift_ok, dv_max
-        self.rmax = np.zeros(dim_a)
-        self.Q = np.empty((self.n_chunks, 1, dim_b))
-        self.q = np.empty((1, dim_b))
-        self.colL = np.empty((1, dim_b))
-        self.failed = False
-        self.started = False
+        self.u = np.zeros((n_hists, dim_a))
+        self.v = np.zeros((n_hists, dim_b))
+        self.up = np.zeros((n_hists, dim_a))
+        self.vp = np.zeros((n_hists, dim_b))
+        self.scal = np.zeros((n_hists, 4))  # Ls, Ls_prev, shift_ok, dv_max
+        self.rmax = np.zeros((n_hists, dim_a))
+        self.Q = np.empty((self.n_chunks, n_hists, dim_b))
+        self.q = np.empty((n_hists, dim_b))
+        self.colL = np.empty((n_hists, dim_b))
 
 
 def partial_log_steps(st, n_steps):
-    """As :func:`partial_steps`, in the log domain (a step fails when a
-    potential is not finite; the state then holds that step's iterate)."""
-    if st.failed:
+    """As :func:`partial_steps`, in the log domain (a problem fails when a
+    potential is not finite; its state then holds that step's iterate)."""
+    if st.stopped:
         return 0, True
     st.started = True
     with np.errstate(all="ignore"):
-        done, failed = st.k["log_run"](st.M, st.c, st.C0, st.logm, st.La, st.Lb, st.u, st.v,
-                                       st.up, st.vp, st.scal, st.rmax, PARTIAL_SUM_FLOOR,
-                                       st.n_chunks,
-                                       st.chunk_rows, st.Q, st.q, st.colL, n_steps)
-    st.failed = bool(failed)
-    return int(done), bool(failed)
+        done, stopped = st.k["log_run"](st.M, st.c, st.C0, st.logm, st.La, st.Lb, st.u, st.v,
+                                        st.up, st.vp, st.scal, st.rmax, PARTIAL_SUM_FLOOR,
+                                        st.active, st.fail_at, st.cnt, st.n_chunks,
+                                        st.chunk_rows, st.Q, st.q, st.colL, n_steps)
+    st.stopped = bool(stopped)
+    return int(done), bool(stopped)
 
 
 def partial_log_solve_small(st, numItermax, stopThr):
     """:func:`partial_solve_small` for the log domain
     (:func:`partial_log_small_loop`)."""
-    if not st.small or st.started or st.failed or numItermax > _config.SMALL_MAX_ITER:
+    if not st.small or st.started or st.stopped or numItermax > _config.SMALL_MAX_ITER:
         return None
     errs = np.empty(numItermax // 10 + 1)
     with np.errstate(all="ignore"):
-        n_err, failed_at = partial_log_small_loop(
+        n_err = partial_log_small_loop(
             st.M, st.c, st.C0, st.logm, st.La, st.Lb, st.u, st.v, st.up, st.vp, st.scal,
-            st.rmax, PARTIAL_SUM_FLOOR, st.n_chunks, st.chunk_rows, st.Q, st.q, st.colL,
-            numItermax, stopThr, st.M.dtype == np.float32, errs)
+            st.rmax, PARTIAL_SUM_FLOOR, st.active, st.fail_at, st.cnt, st.n_chunks,
+            st.chunk_rows, st.Q, st.q, st.colL, numItermax, stopThr,
+            st.M.dtype == np.float32, errs)
     st.started = numItermax > 0 and 1 > stopThr
-    st.failed = failed_at >= 0
-    return errs[:n_err], (int(failed_at) if failed_at >= 0 else None)
+    st.stopped = not st.active.any()
+    return errs[:n_err]
 
 
 def partial_log_error(st):
-    """POT's error of the last iteration, ||LK_prev - LK||_F (float)."""
-    e2 = st.k["log_err2"](st.u, st.v, st.scal[0], st.up, st.vp, st.scal[1], st.n_chunks,
+    """POT's error of the last iteration, ||LK_prev - LK||_F over the
+    problems not failed (float)."""
+    e2 = st.k["log_err2"](st.u, st.v, st.scal, st.up, st.vp, st.active, st.n_chunks,
                           st.chunk_rows)
     return math.sqrt(e2)
 
 
-def partial_log_plan(st):
-    """exp(LK) of the current iterate, (dim_a, dim_b), M's dtype (zeros
-    where a potential is -inf, NaN where it is NaN, as POT's)."""
-    plan = np.empty(st.M.shape, dtype=st.M.dtype)
+def _log_rows(st):
+    """f_k = Lu_k + C0_k + Ls_k, (n_hists, dim_a)."""
     with np.errstate(invalid="ignore"):
-        f = st.u + (st.C0 + st.scal[0])
-    st.k["gibbs"](st.M, st.c, f, st.v[0], plan)
-    return plan
+        return st.u + (st.C0 + st.scal[:, 0])[:, None]
+
+
+def partial_log_plan(st):
+    """exp(LK_k) of the current iterates, (n_hists, dim_a, dim_b), M's dtype
+    (zeros where a potential is -inf, NaN where it is NaN, as POT's)."""
+    n, m = st.M.shape
+    plans = np.empty((st.n_hists, n, m), dtype=st.M.dtype)
+    f = _log_rows(st)
+    if st.n_hists == 1:
+        st.k["gibbs"](st.M, st.c, f[0], st.v[0], plans[0])
+    else:
+        st.k["log_plans"](st.M, st.c, f, st.v, plans)
+    return plans
 
 
 def partial_log_loss(st):
-    """<exp(LK), M>_F of the current iterate (float)."""
-    out = np.empty(1)
-    with np.errstate(invalid="ignore"):
-        f = (st.u + (st.C0 + st.scal[0])).reshape(1, -1)
-    st.k["gibbs_loss"](st.M, st.c, f, st.v, st.n_chunks, st.chunk_rows, out)
-    return float(out[0])
+    """<exp(LK_k), M>_F of the current iterates, float64 (n_hists,)."""
+    out = np.empty(st.n_hists)
+    st.k["gibbs_loss"](st.M, st.c, _log_rows(st), st.v, st.n_chunks, st.chunk_rows, out)
+    return out
 
 
 #: The launcher contract shared with numbaot.cuda.partial (same names,
 #: signatures and returns; tests/test_structure.py checks it).
 LAUNCHERS = ("PartialState", "partial_steps", "partial_solve_small", "partial_error",
-             "partial_plan", "partial_loss", "PartialLogState", "partial_log_steps",
-             "partial_log_solve_small", "partial_log_error", "partial_log_plan",
-             "partial_log_loss")
+             "partial_failed_at", "partial_plan", "partial_loss", "PartialLogState",
+             "partial_log_steps", "partial_log_solve_small", "partial_log_error",
+             "partial_log_plan", "partial_log_loss")

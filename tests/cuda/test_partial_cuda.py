@@ -131,3 +131,54 @@ def test_mixed_devices_rejected(cuda):
     a, b, M = _problem(rng, 3, 4)
     with pytest.raises(TypeError, match="same device"):
         npar.entropic_partial_wasserstein(a, b, cuda.to_device(M), 0.1)
+
+
+@pytest.mark.parametrize("kind", ["exp", "log"])
+@pytest.mark.parametrize("paired", [True, False])
+def test_batch_matches_pot_per_problem_and_cpu(cuda, kind, paired):
+    """A paired batch (a (dim_a, n_hists) or shared, b (dim_b, n_hists), one
+    m per problem): plans (n_hists, dim_a, dim_b) on the device, each
+    problem POT's alone; errors and losses those of the CPU batch."""
+    rng = np.random.default_rng(8)
+    n, m, K = 5, 7, 3
+    _, _, M = _problem(rng, n, m)
+    A = rng.random((n, K)) + 0.1
+    A /= A.sum(0)
+    B = rng.random((m, K)) + 0.1
+    B *= 1.2 / B.sum(0)
+    if not paired:
+        A = np.ascontiguousarray(A[:, 0])
+    ms = np.array([0.3, 0.6, 0.9])
+    pot, ours = SOLVERS[kind]
+    G, lg = ours(cuda.to_device(A), cuda.to_device(B), cuda.to_device(M), 0.1, m=ms,
+                 numItermax=21, log=True)
+    assert is_device_array(G) and G.shape == (K, n, m)
+    Gc, lgc = ours(A, B, M, 0.1, m=ms, numItermax=21, log=True)
+    for k in range(K):
+        Gp = pot(A[:, k] if paired else A, B[:, k], M, 0.1, m=float(ms[k]), numItermax=21)
+        np.testing.assert_allclose(_h(G)[k], Gp, rtol=F64["rtol"], atol=F64["atol"])
+    np.testing.assert_allclose(_h(G), Gc, rtol=F64["rtol"], atol=F64["atol"])
+    assert len(lg["err"]) == len(lgc["err"]) == 3
+    np.testing.assert_allclose(lg["err"], lgc["err"], rtol=1e-7, atol=1e-13)
+    np.testing.assert_allclose(lg["partial_w_dist"], lgc["partial_w_dist"], rtol=1e-9)
+
+
+@pytest.mark.parametrize("kind", ["exp", "log"])
+def test_batch_failures_per_problem(cuda, kind):
+    """Problem 1 has a zero weight, problem 2 m = 0: each fails as it would
+    alone (the CPU batch's messages and plans), problem 0 goes on."""
+    rng = np.random.default_rng(9)
+    a, b, M = _problem(rng, 4, 5)
+    a0 = a.copy()
+    a0[2] = 0.0
+    A = np.stack([a, a0, a], axis=1)
+    B = np.stack([b, b, b], axis=1)
+    ms = np.array([0.95, 0.6, 0.0])
+    ours = SOLVERS[kind][1]
+    (G, lg), out, msg = _run(ours, *(cuda.to_device(x) for x in (A, B, M)), 0.1, m=ms,
+                             numItermax=22, log=True)
+    (Gc, lgc), outc, msgc = _run(ours, A, B, M, 0.1, m=ms, numItermax=22, log=True)
+    assert out == outc and msg == msgc and (out + "".join(msg)).count("problem") == 2
+    np.testing.assert_allclose(_h(G), Gc, rtol=F64["rtol"], atol=F64["atol"], equal_nan=True)
+    assert len(lg["err"]) == len(lgc["err"]) == 3
+    np.testing.assert_allclose(lg["err"], lgc["err"], rtol=1e-7, atol=1e-13)
