@@ -30,8 +30,16 @@ on the same problem, each forced in turn (``numbaot.cpu.partial._is_small``),
 alternated in one process: the median of the pairwise ratios of whole
 calls (200 iterations, m = 0.7; the data behind the size rule).
 
+``--batch K``: instead, a paired batch of K problems sharing M (b of shape
+(n, K), a shared, one m per problem) in one call against K single calls of
+numbaot (alternated in one process, median of the pairwise ratios) and
+against K calls of POT (timed once): whole calls of ``--iters`` iterations
+(stopThr = 0); and ``numbaot.sinkhorn`` on the same batch (balanced, the
+weights normalised) against it.  The batch reads K0 once per iteration for all problems.
+
 Usage::
 
+    python benchmarks/bench_partial.py --batch 8 32 --sizes 64 128 256 512
     python benchmarks/bench_partial.py --twins --sizes 32 64 90 128 181 256 362
     python benchmarks/bench_partial.py                # n = 128, 512, 2048, float64
     python benchmarks/bench_partial.py --quick        # n = 128, 512
@@ -118,6 +126,68 @@ def twins(sizes, reg, pairs=11):
                   f"{max(ratios):.2f} | {ts['median'] * 1e3:.3f} |", flush=True)
 
 
+def batches(sizes, counts, reg, iters, pairs=7, pot_budget=8 * 256 ** 3):
+    """Print, per size and batch size K, a batch call against K single
+    calls (numbaot) and K POT calls (exp solver, whole calls; POT only
+    where K n^3 <= ``pot_budget``, about 6 s)."""
+    import statistics
+
+    import ot
+
+    import numbaot
+    from numbaot import partial as npar
+
+    print(f"exp solver, reg={reg}, {iters} iterations per problem (stopThr=0), "
+          f"m = 0.8 min(|a|, |b_k|)")
+    print()
+    print("| n | K | batch ms | K single calls ms | singles / batch (median, min-max) "
+          "| numbaot.sinkhorn batch / partial batch | K POT calls ms | POT / batch |")
+    print("|---|---|---|---|---|---|---|---|")
+    for n in sizes:
+        for K in counts:
+            rng = np.random.default_rng(n + K)
+            a, _, M = problem(n, np.float64, seed=n)
+            B = np.stack([C.random_hist(rng, n) * rng.uniform(1.0, 1.5) for _ in range(K)],
+                         axis=1)
+            ms = 0.8 * np.minimum(a.sum(), B.sum(0))
+            Bc = [np.ascontiguousarray(B[:, k]) for k in range(K)]
+
+            def batch():
+                return npar.entropic_partial_wasserstein(a, B, M, reg, m=ms,
+                                                         numItermax=iters, stopThr=0.0)
+
+            def singles():
+                return [npar.entropic_partial_wasserstein(a, Bc[k], M, reg, m=float(ms[k]),
+                                                          numItermax=iters, stopThr=0.0)
+                        for k in range(K)]
+
+            A = np.repeat((a / a.sum())[:, None], K, axis=1)
+            Bn = B / B.sum(0)
+
+            def balanced():  # the same batch, balanced (paired weights of mass 1)
+                return numbaot.sinkhorn(A, Bn, M, reg, numItermax=iters, stopThr=0.0,
+                                        warn=False)
+
+            tb, ts, ratios = C.time_pair(batch, singles, repeats=pairs)
+            _, _, bal = C.time_pair(batch, balanced, repeats=pairs)
+            G, G1 = batch(), singles()
+            diff = max(C.rel_diff(G[k], G1[k]) for k in range(K))
+            assert diff < 1e-10, diff
+            pot_ms, pot_ratio = "-", "-"
+            if K * n ** 3 <= pot_budget:  # POT's time grows as n^3 per problem
+                with warnings.catch_warnings(), np.errstate(all="ignore"):
+                    warnings.simplefilter("ignore")
+                    tp = C.time_call(lambda: [
+                        ot.partial.entropic_partial_wasserstein(
+                            a, Bc[k], M, reg, m=float(ms[k]), numItermax=iters, stopThr=0.0)
+                        for k in range(K)], repeats=1, warmup=0)
+                pot_ms = f"{tp['best'] * 1e3:.1f}"
+                pot_ratio = f"{tp['best'] / tb['median']:.0f}"
+            print(f"| {n} | {K} | {tb['median'] * 1e3:.3f} | {ts['median'] * 1e3:.3f} | "
+                  f"{statistics.median(ratios):.2f} ({min(ratios):.2f}-{max(ratios):.2f}) | "
+                  f"{statistics.median(bal):.2f} | {pot_ms} | {pot_ratio} |", flush=True)
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--sizes", type=int, nargs="+", default=[128, 512, 2048])
@@ -129,6 +199,9 @@ def main(argv=None):
                    help="numba.set_num_threads(...) before timing (set OPENBLAS_NUM_THREADS "
                         "in the environment to pin POT's BLAS too)")
     p.add_argument("--quick", action="store_true")
+    p.add_argument("--batch", type=int, nargs="+", default=None, metavar="K",
+                   help="paired batches of K problems against K calls (see the docstring)")
+    p.add_argument("--iters", type=int, default=100, help="iterations per call (--batch)")
     p.add_argument("--twins", action="store_true",
                    help="serial twins against the parallel kernels (see the docstring)")
     args = p.parse_args(argv)
@@ -144,6 +217,9 @@ def main(argv=None):
     C.start_report("bench_partial")
     if args.twins:
         twins(args.sizes, args.reg)
+        return
+    if args.batch:
+        batches(args.sizes, args.batch, args.reg, args.iters)
         return
     print(f"reg={args.reg}, m = 0.8, stopThr=0 (every iteration runs), repeats={repeats} "
           f"(best), numba threads={numba.get_num_threads()}")
