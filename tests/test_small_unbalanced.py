@@ -335,7 +335,8 @@ def test_one_call_path_screens_bad_input(method, kind):
 # --------------------------------------------------------------------------
 SMALL_KERNELS = ("uot_gibbs_serial", "uot_small_run", "uot_small_plan", "uot_small_loss",
                  "uot_small_plan_stats", "uot_log_small_run", "uot_log_small_loss",
-                 "uot_log_small_plan_stats", "uot_small_call", "uot_log_small_call")
+                 "uot_log_small_plan_stats", "uot_small_call", "uot_small_stats",
+                 "uot_log_small_call")
 
 
 def _callees(disp):

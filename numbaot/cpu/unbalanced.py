@@ -86,6 +86,7 @@ __all__ = [
     "uot_log_small_loss",
     "uot_log_small_plan_stats",
     "uot_small_call",
+    "uot_small_stats",
     "uot_log_small_call",
     "is_small",
     # launchers
@@ -937,21 +938,22 @@ def _split_stats(stats, n, m):
 
 
 @njit(**_SER)
-def uot_small_call(M, a, b, reg, fi1, fi2, entropy, n_steps, stopThr, scale_max, want_stats,
-                   errs, plan, u1, v1, stats):
+def uot_small_call(M, a, b, reg, fi1, fi2, entropy, n_steps, stopThr, scale_max, want_plan,
+                   errs, plan, u1, v1):
     """``sinkhorn_knopp_unbalanced`` on 1-D weights a (dim_a,), b (dim_b,)
     of M's dtype, start to finish: the input screen (a, b finite, >= 0, of
     positive mass; M finite with max|M| / reg <= ``scale_max``, fused into
     the pass that forms K = exp(-M / reg) a b^T, or exp(-M / reg) with
-    ``entropy``), initial scalings 1, :func:`uot_small_run`, then the plan
-    in ``plan`` (M's dtype, which first holds K) and, with ``want_stats``,
-    its statistics in ``stats`` (dim_a + dim_b + 4,): row sums, column sums,
-    [<plan, M>, KL(plan, c), KL(plan 1, a), KL(plan^T 1, b)].  The scalings
-    are left in ``u1`` (dim_a,), ``v1`` (dim_b,), float64.
+    ``entropy``), initial scalings 1, :func:`uot_small_run`, then, with
+    ``want_plan``, the plan in ``plan`` (M's dtype, which first holds K;
+    without, K is left there for :func:`uot_small_stats`).  The scalings are
+    left in ``u1`` (dim_a,), ``v1`` (dim_b,), float64.
 
     Returns (ok, iterations run, failed) as :func:`uot_run`; ``ok`` False
     when the screen failed (nothing was computed: the caller runs the full
-    validation, which raises)."""
+    validation, which raises).  The statistics are a second call
+    (:func:`uot_small_stats`), compiled only when a caller asks for them:
+    a first plain call compiles less."""
     n, m = M.shape
     u = u1.reshape(1, n)
     v = v1.reshape(1, m)
@@ -968,15 +970,29 @@ def uot_small_call(M, a, b, reg, fi1, fi2, entropy, n_steps, stopThr, scale_max,
     for j in range(m):
         v1[j] = 1.0
     nit, failed = uot_small_run(plan, a2, b2, u, v, fi1, fi2, n_steps, stopThr, errs)
-    if want_stats:
-        rows, cols, out = _split_stats(stats, n, m)
-        uot_small_plan_stats(plan, M, u1, v1, np.zeros((1, 1)), ca, cb, False, True, plan,
-                             rows, cols, out)
-        out[2] = _kl_div(rows, a2[0])
-        out[3] = _kl_div(cols, b2[0])
-    else:
+    if want_plan:
         uot_small_plan(plan, u1, v1, plan)
     return True, nit, failed
+
+
+@njit(**_SER)
+def uot_small_stats(M, a, b, entropy, plan, u1, v1, stats):
+    """After :func:`uot_small_call` without ``want_plan`` (K in ``plan``):
+    the plan in ``plan`` and its statistics in ``stats`` (dim_a + dim_b +
+    4,): row sums, column sums, [<plan, M>, KL(plan, c), KL(plan 1, a),
+    KL(plan^T 1, b)] (a, b the screened weights of that call)."""
+    n, m = M.shape
+    a2 = np.empty((1, n))
+    b2 = np.empty((1, m))
+    copy_weights(a, a2)
+    copy_weights(b, b2)
+    ca = np.ones(n) if entropy else a2[0]
+    cb = np.ones(m) if entropy else b2[0]
+    rows, cols, out = _split_stats(stats, n, m)
+    uot_small_plan_stats(plan, M, u1, v1, np.zeros((1, 1)), ca, cb, False, True, plan,
+                         rows, cols, out)
+    out[2] = _kl_div(rows, a2[0])
+    out[3] = _kl_div(cols, b2[0])
 
 
 @njit(**_SER)

@@ -123,7 +123,8 @@ def _fast_solve(method, a, b, M, reg, reg_m, reg_type, c, warmstart, numItermax,
                 verbose, log, want_plan):
     """``method`` ('sinkhorn' or 'sinkhorn_log') on a plain small problem in
     one compiled call (``uot_small_call`` / ``uot_log_small_call`` of
-    ``numbaot.cpu.unbalanced``): NumPy arrays of one dtype (float64 or
+    ``numbaot.cpu.unbalanced``; a second, ``uot_small_stats``, when the log
+    or the loss is asked of the first): NumPy arrays of one dtype (float64 or
     float32), 1-D weights of the right lengths, a small size
     (``numbaot.cpu.unbalanced.is_small``), a scalar reg > 0, a scalar reg_m >= 0,
     reg_type 'kl' or 'entropy', no ``c``, no warm start, an int numItermax
@@ -168,8 +169,10 @@ def _fast_solve(method, a, b, M, reg, reg_m, reg_type, c, warmstart, numItermax,
     if method == "sinkhorn":
         want_stats = log or not want_plan
         ok, nit, failed = be.uot_small_call(M, a, b, reg, fi, fi, entropy, numItermax, stopThr,
-                                            _checks.COST_SCALE_MAX, want_stats, errs, plan, u,
-                                            v, stats)
+                                            _checks.COST_SCALE_MAX, not want_stats, errs, plan,
+                                            u, v)
+        if ok and want_stats:
+            be.uot_small_stats(M, a, b, entropy, plan, u, v, stats)
     else:
         ok, nit, failed = be.uot_log_small_call(M, a, b, reg, fi, fi, entropy, numItermax,
                                                 stopThr, _checks.COST_SCALE_MAX, errs, plan, u,
