@@ -154,6 +154,41 @@ def fast_log(x):
     return e * _LN2_HI + (e * _LN2_LO + 2.0 * t * p)
 
 
+#: 2^54 and 54 ln 2: subnormal arguments of ``pow_inplace`` are scaled by 2^54
+_TWO54 = 18014398509481984.0
+_LN2_54_HI = 54.0 * _LN2_HI
+_LN2_54_LO = 54.0 * _LN2_LO
+_TINY = 2.2250738585072014e-308  # the smallest normal float64
+
+
+@njit(**_HELPER)
+def pow_inplace(w, n, e):
+    """w[:n] = w[:n] ** e for entries >= 0 (or NaN, inf) and 0 <= e <= 1
+    (the unbalanced exponents reg_m / (reg_m + reg)): exp(e log x) by
+    :func:`fast_exp` and :func:`fast_log` in one vectorised loop (1.6 ns
+    per entry against libm's scalar pow, 5-8 ns); relative error below
+    about 2e-13 (|e log x| <= 745).  As pow: e = 1 leaves w unchanged, e = 0
+    gives ones, x = 0, inf and NaN stay as they are (e > 0); subnormal x is
+    scaled by 2^54 first.  (The loop is written here, not as a scalar
+    ``fast_pow``: composed in one helper, fast_log and fast_exp make it too
+    large for LLVM to inline into a caller's loop, which then stays scalar,
+    16 ns per entry, measured.)"""
+    if e == 1.0:
+        return
+    if e == 0.0:
+        for r in range(n):
+            w[r] = 1.0
+        return
+    for r in range(n):
+        x = w[r]
+        tiny = x < _TINY
+        xs = x * (_TWO54 if tiny else 1.0)
+        lg = (fast_log(xs) - (_LN2_54_HI if tiny else 0.0)) - (_LN2_54_LO if tiny else 0.0)
+        y = fast_exp(e * lg)
+        ok = (x > 0.0) & (x < np.inf)
+        w[r] = y if ok else x
+
+
 # --------------------------------------------------------------------------
 # float32 lanes
 # --------------------------------------------------------------------------

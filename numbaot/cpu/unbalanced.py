@@ -56,13 +56,17 @@ from .._config import (
     UOT_TILE_BYTES,
 )
 from . import chunk_layout, serial_twin
-from ._math import fast_exp
+from ._math import fast_exp, pow_inplace
 from ._small import copy_weights, screen_cost
 from .sinkhorn import axpy_rows, dot_rows, gibbs_loss, log_col_lse, merge_chunks, scaled_loss
 from .sinkhorn import scaled_plan
 
 _PAR = dict(JIT_OPTIONS, parallel=True)
 _SER = dict(JIT_OPTIONS)
+
+#: rows per tile of the small path's pass (``_uot_rows``): their ratios are
+#: raised to the power fi in one vectorised loop
+_SMALL_ROW_TILE = 16
 
 __all__ = [
     # kernels
@@ -133,16 +137,6 @@ def uot_gibbs(M, c, ca, cb, C, use_mat, out):
 # --------------------------------------------------------------------------
 # Multiplicative iterations
 # --------------------------------------------------------------------------
-@njit(**_SER)
-def _pow(x, e):
-    """x ** e with the exponent-1 case exact and cheap.  (libm's pow, ~15 ns:
-    exp(e log x) by ``numbaot.cpu._math`` is 3x cheaper in a vectorised loop
-    but slower in these scalar ones, measured, so it is not used.)"""
-    if e == 1.0:
-        return x
-    return x ** e
-
-
 # The row-segment helpers (``dot_rows``, ``axpy_rows``) are those of the
 # balanced pass (``numbaot.cpu.sinkhorn``): with a float32 K and the float32
 # lane copy of v, products and the partial sums over one block of columns
@@ -201,6 +195,7 @@ def uot_fused_pass(Kmat, a, vl, fi1, n_chunks, chunk_rows, Q, u, check, part):
         if i1 <= i0:
             Qc[:, :] = 0.0
         s = np.empty(R)
+        x64 = np.empty(R)
         w = np.empty(R, dtype=vl.dtype)
         du = 0.0
         mu = 0.0
@@ -212,9 +207,12 @@ def uot_fused_pass(Kmat, a, vl, fi1, n_chunks, chunk_rows, Q, u, check, part):
                 s[:] = 0.0
                 for j0 in range(0, m, cb):
                     dot_rows(Kmat, t0, nr, vl, k, j0, min(m, j0 + cb) - j0, s)
+                ka = 0 if shared_a else k
                 for r in range(nr):
-                    aki = a[0, t0 + r] if shared_a else a[k, t0 + r]
-                    x = _pow(aki / s[r], fi1)
+                    x64[r] = a[ka, t0 + r] / s[r]
+                pow_inplace(x64, nr, fi1)
+                for r in range(nr):
+                    x = x64[r]
                     old = u[k, t0 + r]
                     u[k, t0 + r] = x
                     w[r] = x
@@ -266,14 +264,18 @@ def uot_col_update(Q, b, fi2, v, vprev, vl, q, check, part):
         vok = True
         dv = 0.0
         mv = 0.0
+        kb = 0 if shared_b else k
+        xs = np.empty(j1 - j0)
+        for j in range(j0, j1):
+            xs[j - j0] = b[kb, j] / q[k, j]
+        pow_inplace(xs, j1 - j0, fi2)
         for j in range(j0, j1):
             qkj = q[k, j]
             if qkj == 0.0:
                 bad = True
             if check and not (qkj >= UOT_LANE_SUM_MIN and qkj <= UOT_LANE_SUM_MAX):
                 ok = False
-            bkj = b[0, j] if shared_b else b[k, j]
-            x = _pow(bkj / qkj, fi2)
+            x = xs[j - j0]
             v[k, j] = x
             vl[k, j] = x
             if not np.isfinite(x):
@@ -645,58 +647,76 @@ uot_log_row_update_serial = serial_twin(uot_log_row_update)
 
 
 @njit(**_SER)
-def _uot_set_u(u, k, i, x, acc):
-    """u[k, i] = x, with max |x - old| into acc[0], max(|x|, |old|) into
-    acc[1] and acc[2] = 1 when x is not finite (``uot_rule``'s inputs)."""
-    old = u[k, i]
-    u[k, i] = x
-    if not np.isfinite(x):
-        acc[2] = 1.0
-    acc[0] = max(acc[0], abs(x - old))
-    acc[1] = max(acc[1], max(abs(x), abs(old)))
-
-
-@njit(**_SER)
-def _uot_rows(Kmat, a, ka, fi, v, u, q, k, acc):
+def _uot_rows(Kmat, a, ka, fi, v, u, q, k, w, acc):
     """u[k, i] = (a[ka, i] / (K v_k)_i) ** fi and q[k] += K^T u_k (q zeroed
-    before), rows four at a time as ``numbaot.cpu._small.knopp_rows``: each
-    load of v_j and each load/store of q_j serves four rows, which the
-    second loop re-reads from L1.  Sums in float64 (a float32 K is widened
-    entry by entry); ``acc`` as :func:`_uot_set_u`."""
+    before), in tiles of w.shape[0] rows: the tile's (K v_k)_i four rows at
+    a time (each load of v_j serves four rows), the power fi of the tile's
+    ratios in one vectorised loop (``numbaot.cpu._math.pow_inplace``; libm's
+    scalar pow was a third of the iteration at 64-256^2), then K_ij u_ki
+    added into q_k four rows at a time while the tile is in L1/L2.  Sums in
+    float64 (a float32 K is widened entry by entry).  ``acc`` = [max
+    |u - u_old|, max(|u|, |u_old|), not finite] (``uot_rule``'s inputs),
+    updated."""
     n, m = Kmat.shape
-    i = np.int64(0)  # not the literal 0 (a second compile of _uot_set_u)
-    while i + 4 <= n:
-        s0 = 0.0
-        s1 = 0.0
-        s2 = 0.0
-        s3 = 0.0
-        for j in range(m):
-            vj = v[k, j]
-            s0 += Kmat[i, j] * vj
-            s1 += Kmat[i + 1, j] * vj
-            s2 += Kmat[i + 2, j] * vj
-            s3 += Kmat[i + 3, j] * vj
-        u0 = _pow(a[ka, i] / s0, fi)
-        u1 = _pow(a[ka, i + 1] / s1, fi)
-        u2 = _pow(a[ka, i + 2] / s2, fi)
-        u3 = _pow(a[ka, i + 3] / s3, fi)
-        _uot_set_u(u, k, i, u0, acc)
-        _uot_set_u(u, k, i + 1, u1, acc)
-        _uot_set_u(u, k, i + 2, u2, acc)
-        _uot_set_u(u, k, i + 3, u3, acc)
-        for j in range(m):
-            q[k, j] += (Kmat[i, j] * u0 + Kmat[i + 1, j] * u1) + (Kmat[i + 2, j] * u2
-                                                                 + Kmat[i + 3, j] * u3)
-        i += 4
-    while i < n:
-        s0 = 0.0
-        for j in range(m):
-            s0 += Kmat[i, j] * v[k, j]
-        u0 = _pow(a[ka, i] / s0, fi)
-        _uot_set_u(u, k, i, u0, acc)
-        for j in range(m):
-            q[k, j] += Kmat[i, j] * u0
-        i += 1
+    T = w.shape[0]
+    du = acc[0]
+    mu = acc[1]
+    bad = acc[2] != 0.0
+    for t0 in range(0, n, T):
+        nt = min(n, t0 + T) - t0
+        r = 0
+        while r + 4 <= nt:
+            i = t0 + r
+            s0 = 0.0
+            s1 = 0.0
+            s2 = 0.0
+            s3 = 0.0
+            for j in range(m):
+                vj = v[k, j]
+                s0 += Kmat[i, j] * vj
+                s1 += Kmat[i + 1, j] * vj
+                s2 += Kmat[i + 2, j] * vj
+                s3 += Kmat[i + 3, j] * vj
+            w[r] = a[ka, i] / s0
+            w[r + 1] = a[ka, i + 1] / s1
+            w[r + 2] = a[ka, i + 2] / s2
+            w[r + 3] = a[ka, i + 3] / s3
+            r += 4
+        while r < nt:
+            i = t0 + r
+            s0 = 0.0
+            for j in range(m):
+                s0 += Kmat[i, j] * v[k, j]
+            w[r] = a[ka, i] / s0
+            r += 1
+        pow_inplace(w, nt, fi)
+        for r in range(nt):
+            x = w[r]
+            old = u[k, t0 + r]
+            u[k, t0 + r] = x
+            bad |= not np.isfinite(x)
+            du = max(du, abs(x - old))
+            mu = max(mu, max(abs(x), abs(old)))
+        r = 0
+        while r + 4 <= nt:
+            i = t0 + r
+            u0 = w[r]
+            u1 = w[r + 1]
+            u2 = w[r + 2]
+            u3 = w[r + 3]
+            for j in range(m):
+                q[k, j] += (Kmat[i, j] * u0 + Kmat[i + 1, j] * u1) + (Kmat[i + 2, j] * u2
+                                                                     + Kmat[i + 3, j] * u3)
+            r += 4
+        while r < nt:
+            i = t0 + r
+            u0 = w[r]
+            for j in range(m):
+                q[k, j] += Kmat[i, j] * u0
+            r += 1
+    acc[0] = du
+    acc[1] = mu
+    acc[2] = 1.0 if bad else 0.0
 
 
 @njit(**_SER)
@@ -716,6 +736,8 @@ def uot_small_run(Kmat, a, b, u, v, fi1, fi2, n_steps, stopThr, errs):
     vprev = np.empty_like(v)
     q = np.empty((P, m))
     acc = np.empty(3)
+    w = np.empty(_SMALL_ROW_TILE)
+    x = np.empty(m)
     for it in range(n_steps):
         _copy2(uprev, u)
         _copy2(vprev, v)
@@ -725,25 +747,24 @@ def uot_small_run(Kmat, a, b, u, v, fi1, fi2, n_steps, stopThr, errs):
         for k in range(P):
             for j in range(m):
                 q[k, j] = 0.0
-            _uot_rows(Kmat, a, 0 if shared_a else k, fi1, v, u, q, k, acc)
+            _uot_rows(Kmat, a, 0 if shared_a else k, fi1, v, u, q, k, w, acc)
         du = acc[0]
         mu = acc[1]
         bad = acc[2] != 0.0
         dv = 0.0
         mv = 0.0
         for k in range(P):
+            kb = 0 if shared_b else k
             for j in range(m):
-                qkj = q[k, j]
-                if qkj == 0.0:
-                    bad = True
-                bkj = b[0, j] if shared_b else b[k, j]
-                x = _pow(bkj / qkj, fi2)
+                bad |= q[k, j] == 0.0
+                x[j] = b[kb, j] / q[k, j]
+            pow_inplace(x, m, fi2)
+            for j in range(m):
                 old = v[k, j]
-                v[k, j] = x
-                if not np.isfinite(x):
-                    bad = True
-                dv = max(dv, abs(x - old))
-                mv = max(mv, max(abs(x), abs(old)))
+                v[k, j] = x[j]
+                bad |= not np.isfinite(x[j])
+                dv = max(dv, abs(x[j] - old))
+                mv = max(mv, max(abs(x[j]), abs(old)))
         verdict = uot_rule(bad, du, mu, dv, mv, stopThr, errs, it)
         if verdict == FAILED:
             _copy2(u, uprev)
