@@ -92,6 +92,8 @@ def _partial(dtype):
         for fn in (partial.entropic_partial_wasserstein,
                    partial.entropic_partial_wasserstein_logscale):
             fn(a, b, M, 0.5, m=0.5, numItermax=20, log=True)
+            # a paired batch (two problems): its plans' kernels
+            fn(a, np.stack([b, b], axis=1), M, 0.5, m=0.5, numItermax=20)
 
 
 def _empirical(dtype):
