@@ -64,8 +64,8 @@ from .sinkhorn import scaled_plan
 _PAR = dict(JIT_OPTIONS, parallel=True)
 _SER = dict(JIT_OPTIONS)
 
-#: rows per tile of the small path's pass (``_uot_rows``): their ratios are
-#: raised to the power fi in one vectorised loop
+#: rows per tile of the small path's pass (``_uot_rows``; a multiple of 4):
+#: their ratios are raised to the power fi in one vectorised loop
 _SMALL_ROW_TILE = 16
 
 __all__ = [
@@ -658,15 +658,21 @@ def _uot_rows(Kmat, a, ka, fi, v, u, q, k, w, acc):
     |u - u_old|, max(|u|, |u_old|), not finite] (``uot_rule``'s inputs),
     updated."""
     n, m = Kmat.shape
-    T = w.shape[0]
+    T = w.shape[0]  # a multiple of 4
     du = acc[0]
     mu = acc[1]
     bad = acc[2] != 0.0
     for t0 in range(0, n, T):
         nt = min(n, t0 + T) - t0
-        r = 0
-        while r + 4 <= nt:
+        last = t0 + nt - 1
+        # groups of four rows; a short last group repeats the tile's last
+        # row (its ratio lands past nt, its weight below is 0): no
+        # remainder loops to compile
+        for r in range(0, nt, 4):
             i = t0 + r
+            i1 = min(i + 1, last)
+            i2 = min(i + 2, last)
+            i3 = min(i + 3, last)
             s0 = 0.0
             s1 = 0.0
             s2 = 0.0
@@ -674,21 +680,13 @@ def _uot_rows(Kmat, a, ka, fi, v, u, q, k, w, acc):
             for j in range(m):
                 vj = v[k, j]
                 s0 += Kmat[i, j] * vj
-                s1 += Kmat[i + 1, j] * vj
-                s2 += Kmat[i + 2, j] * vj
-                s3 += Kmat[i + 3, j] * vj
+                s1 += Kmat[i1, j] * vj
+                s2 += Kmat[i2, j] * vj
+                s3 += Kmat[i3, j] * vj
             w[r] = a[ka, i] / s0
-            w[r + 1] = a[ka, i + 1] / s1
-            w[r + 2] = a[ka, i + 2] / s2
-            w[r + 3] = a[ka, i + 3] / s3
-            r += 4
-        while r < nt:
-            i = t0 + r
-            s0 = 0.0
-            for j in range(m):
-                s0 += Kmat[i, j] * v[k, j]
-            w[r] = a[ka, i] / s0
-            r += 1
+            w[r + 1] = a[ka, i1] / s1
+            w[r + 2] = a[ka, i2] / s2
+            w[r + 3] = a[ka, i3] / s3
         pow_inplace(w, nt, fi)
         for r in range(nt):
             x = w[r]
@@ -697,23 +695,20 @@ def _uot_rows(Kmat, a, ka, fi, v, u, q, k, w, acc):
             bad |= not np.isfinite(x)
             du = max(du, abs(x - old))
             mu = max(mu, max(abs(x), abs(old)))
-        r = 0
-        while r + 4 <= nt:
+        for r in range(nt, T):
+            w[r] = 0.0
+        for r in range(0, nt, 4):
             i = t0 + r
+            i1 = min(i + 1, last)
+            i2 = min(i + 2, last)
+            i3 = min(i + 3, last)
             u0 = w[r]
             u1 = w[r + 1]
             u2 = w[r + 2]
             u3 = w[r + 3]
             for j in range(m):
-                q[k, j] += (Kmat[i, j] * u0 + Kmat[i + 1, j] * u1) + (Kmat[i + 2, j] * u2
-                                                                     + Kmat[i + 3, j] * u3)
-            r += 4
-        while r < nt:
-            i = t0 + r
-            u0 = w[r]
-            for j in range(m):
-                q[k, j] += Kmat[i, j] * u0
-            r += 1
+                q[k, j] += (Kmat[i, j] * u0 + Kmat[i1, j] * u1) + (Kmat[i2, j] * u2
+                                                                  + Kmat[i3, j] * u3)
     acc[0] = du
     acc[1] = mu
     acc[2] = 1.0 if bad else 0.0
