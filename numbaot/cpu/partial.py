@@ -614,23 +614,40 @@ def _check_stops(e2, f32, errs, n_err, stopThr):
 
 
 @njit(**_SER)
+def _next_check(ii, numItermax):
+    """The end (exclusive) of the run of iterations from ``ii`` up to and
+    including the next one that POT checks (index % 10 == 0), within
+    numItermax: the small loops call the run kernel once per such block
+    (a call per iteration cost 0.25 µs at 64^2, a quarter of it: the
+    reference counts of ~15 array arguments)."""
+    if ii % 10 == 0:
+        return ii + 1
+    return min((ii // 10 + 1) * 10 + 1, numItermax)
+
+
+@njit(**_SER)
 def partial_small_loop(K0, a, b, mass, u, v, up, vp, scal, kmin, zero_below, active, fail_at,
                        cnt, n_chunks, chunk_rows, Q, q, numItermax, stopThr, f32, errs):
     """``numbaot.partial._partial_loop`` with ``partial_steps`` and
-    ``partial_error`` in one serial compiled call (small problems): after
-    each iteration ii with ii % 10 == 0, POT's error ||K_prev - K||_F (over
-    the problems still active, ``partial_err2``) is stored in ``errs``
+    ``partial_error`` in one serial compiled call (small problems; the run
+    kernel once per block of iterations ending at a check,
+    :func:`_next_check`): after each iteration ii with ii % 10 == 0, POT's
+    error ||K_prev - K||_F (over the problems still active,
+    ``partial_err2``) is stored in ``errs``
     (>= numItermax // 10 + 1 entries) and the loop stops when it is not
     above stopThr, or once every problem failed (``fail_at``).  Returns the
     number of errors stored."""
     n_err = 0
     if not 1.0 > stopThr:
         return n_err
-    for ii in range(numItermax):
+    ii = np.int64(0)  # not the literal 0 (a second compile of _next_check)
+    while ii < numItermax:
+        stop = _next_check(ii, numItermax)
         if partial_run_serial(K0, a, b, mass, u, v, up, vp, scal, kmin, zero_below, active,
-                              fail_at, cnt, n_chunks, chunk_rows, Q, q, np.int64(1))[1]:
+                              fail_at, cnt, n_chunks, chunk_rows, Q, q, stop - ii)[1]:
             return n_err
-        if ii % 10 == 0:
+        ii = stop
+        if (ii - 1) % 10 == 0:
             e2 = partial_err2_serial(K0, u, v, scal, up, vp, active, n_chunks, chunk_rows)
             n_err += 1
             if _check_stops(e2, f32, errs, n_err - 1, stopThr):
@@ -647,12 +664,15 @@ def partial_log_small_loop(M, c, C0, logm, La, Lb, u, v, up, vp, scal, rmax, flo
     n_err = 0
     if not 1.0 > stopThr:
         return n_err
-    for ii in range(numItermax):
+    ii = np.int64(0)  # not the literal 0 (a second compile of _next_check)
+    while ii < numItermax:
+        stop = _next_check(ii, numItermax)
         if partial_log_run_serial(M, c, C0, logm, La, Lb, u, v, up, vp, scal, rmax, floor,
                                   active, fail_at, cnt, n_chunks, chunk_rows, Q, q, colL,
-                                  np.int64(1))[1]:
+                                  stop - ii)[1]:
             return n_err
-        if ii % 10 == 0:
+        ii = stop
+        if (ii - 1) % 10 == 0:
             e2 = partial_log_err2_serial(u, v, scal, up, vp, active, n_chunks, chunk_rows)
             n_err += 1
             if _check_stops(e2, f32, errs, n_err - 1, stopThr):
