@@ -606,3 +606,24 @@ def test_batch_failures_per_problem(kind, case, path):
     assert len(lg["err"]) == len(want)
     if want:
         _check_errs(lg["err"], want, rtol=1e-6)
+
+
+def test_batch_mass_bound_takes_any_summation_order():
+    """A batch's masses are checked per problem against POT's bound for that
+    problem alone (the histogram's own sum), with the rounding of another
+    summation order allowed: the natural ``np.minimum(A.sum(0),
+    B.sum(0))`` (NumPy's column sums) is accepted; a mass above the bound
+    by more raises POT's message naming the problem."""
+    rng = np.random.default_rng(21)
+    for _ in range(50):
+        A = rng.random((300, 4))
+        B = rng.random((200, 4)) * 1.3
+        M = rng.random((300, 200))
+        ms = np.minimum(A.sum(0), B.sum(0))
+        G = npar.entropic_partial_wasserstein(A, B, M, 0.5, m=ms, numItermax=1)
+        assert G.shape == (4, 300, 200)
+    over = ms.copy()
+    over[2] *= 1 + 1e-9
+    with pytest.raises(ValueError, match=r"^Problem infeasible\. Parameter m should lower or "
+                       r"equal than min\(\|a\|_1, \|b\|_1\)\. \(problem 2\)$"):
+        npar.entropic_partial_wasserstein(A, B, M, 0.5, m=over, numItermax=1)

@@ -466,8 +466,9 @@ class PartialLogState(_Common):
         mx = pm.max()
         lse = mx + math.log(float(np.sum(ps * np.exp(pm - mx))))
         with np.errstate(invalid="ignore"):
-            self.C0_host = logm - lse
-        self.C0 = _dev(self.C0_host, dt)
+            self.C0 = _dev(logm - lse, dt)
+        # the kernels' C0 (in M's dtype), for the plans and losses on the host side
+        self.C0_host = self.C0.copy_to_host().astype(np.float64)
         self.logm = _dev(logm, dt)
         self.sc = _dev(np.zeros((self.n_hists, 2)), dt)
 

@@ -115,7 +115,7 @@ def _build(dt):
         for k in range(cuda.blockIdx.y, g.shape[0], cuda.gridDim.y):
             fi = f[k, i]
             s = ZERO
-            if fi > NINF:
+            if fi != NINF:  # an empty row adds 0; a NaN row makes the loss NaN (as the CPU)
                 for j in range(tid, M.shape[1], cuda.blockDim.x):
                     x = M[i, j]
                     s += x * math.exp(c * x + fi + g[k, j])

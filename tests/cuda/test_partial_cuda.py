@@ -182,3 +182,9 @@ def test_batch_failures_per_problem(cuda, kind):
     np.testing.assert_allclose(_h(G), Gc, rtol=F64["rtol"], atol=F64["atol"], equal_nan=True)
     assert len(lg["err"]) == len(lgc["err"]) == 3
     np.testing.assert_allclose(lg["err"], lgc["err"], rtol=1e-7, atol=1e-13)
+    # the losses too: NaN for the failed problems (m = 0 in the log domain:
+    # NaN potentials), as the CPU's and POT's
+    np.testing.assert_allclose(lg["partial_w_dist"], lgc["partial_w_dist"], rtol=1e-9,
+                               equal_nan=True)
+    assert np.isnan(lg["partial_w_dist"][2])
+
