@@ -161,40 +161,42 @@ def partial_fused_pass(K0, a, v, scal, active, n_chunks, chunk_rows, Q, u, q):
     merge_chunks(Q, active, q)
 
 
-@njit(**_SER)
+@njit(inline="always", **_SER)
 def _finish_problem(b, mass, u, v, scal, kmin, zero_below, q, k):
     """The O(dim_a + dim_b) end of problem k's iteration, whose fused pass
     left u_k and q_k = K0^T u_k: v_k = min(b_k / (sp q_k), 1), s_k = m_k /
     sum_j v_kj q_kj, the failure tests.  Returns True when the iterate is
     not finite (POT's K is NaN/inf); sets scal[k, 2] (broken) when K0, u, v
-    or s has a zero in the dtype."""
+    or s has a zero in the dtype.
+
+    u and v lie in [0, 1] or are NaN (clamped at 1), and a NaN anywhere
+    reaches s: a NaN u_i makes every q_j NaN (NaN times any K0_ij), a NaN
+    v_j (or an inf q_j, whose v_j is 0) makes the sum NaN, so the iterate
+    is finite exactly when s is.  The loops only count zeros (integer
+    reductions, vectorised; inlined into the run loop: no call per
+    iteration)."""
     n = u.shape[1]
     m = v.shape[1]
     sp = scal[k, 1]
     tot = 0.0
-    vmin = np.inf
-    ok = True
+    zeros = 0
     for j in range(m):
         x = _min1(b[k, j] / (sp * q[k, j]))
         v[k, j] = x
         tot += x * q[k, j]
-        vmin = min(vmin, x)
-        ok &= _finite(x)  # no short circuit: the loop stays branch-free
+        zeros += x <= zero_below
     s = mass[k] / tot
     scal[k, 0] = s
-    umin = np.inf
-    for i in range(n):
-        umin = min(umin, u[k, i])
-        ok &= _finite(u[k, i])
-    if not (ok and _finite(s)):
+    if not _finite(s):
         return True
-    if not (kmin[k] > zero_below and umin > zero_below and vmin > zero_below
-            and s > zero_below):
+    for i in range(n):
+        zeros += u[k, i] <= zero_below
+    if not (kmin[k] > zero_below and zeros == 0 and s > zero_below):
         scal[k, 2] = 1.0
     return False
 
 
-@njit(**_SER)
+@njit(inline="always", **_SER)
 def _finish_step(b, mass, u, v, scal, kmin, zero_below, q, active, fail_at, it):
     """:func:`_finish_problem` for every active problem; a problem whose
     iterate is not finite fails at iteration ``it`` (fail_at[k] = it, no
@@ -211,11 +213,13 @@ def _finish_step(b, mass, u, v, scal, kmin, zero_below, q, active, fail_at, it):
     return left
 
 
-@njit(**_SER)
-def _begin_step(u, v, up, vp, scal, active, fail_at, it):
+@njit(inline="always", **_SER)
+def _begin_step(u, v, up, vp, scal, active, fail_at, it, save):
     """The start of iteration ``it``: a problem whose corrections broke
-    (scal[k, 2]) fails here; every other active problem saves its iterate
-    (up, vp, s_prev = scal[k, 1]).  Returns the number still active."""
+    (scal[k, 2]) fails here; every other active problem keeps s_prev =
+    scal[k, 1] and, with ``save``, its iterate (up, vp: only POT's error
+    reads them, after the last iteration of a run).  Returns the number
+    still active."""
     left = 0
     for k in range(v.shape[0]):
         if not active[k]:
@@ -225,10 +229,11 @@ def _begin_step(u, v, up, vp, scal, active, fail_at, it):
             fail_at[k] = it
             continue
         scal[k, 1] = scal[k, 0]
-        for i in range(u.shape[1]):
-            up[k, i] = u[k, i]
-        for j in range(v.shape[1]):
-            vp[k, j] = v[k, j]
+        if save:
+            for i in range(u.shape[1]):
+                up[k, i] = u[k, i]
+            for j in range(v.shape[1]):
+                vp[k, j] = v[k, j]
         left += 1
     return left
 
@@ -243,11 +248,12 @@ def partial_run(K0, a, b, mass, u, v, up, vp, scal, kmin, zero_below, active, fa
     s, in the dtype: POT divides by it elementwise, and its next iterate is
     NaN).  A problem that fails (its iterate not finite, or the iteration
     after a broken one) records the global iteration index ``cnt[0]`` in
-    ``fail_at`` and leaves ``active``; the others go on.  Returns (steps
+    ``fail_at`` and leaves ``active``; the others go on.  (up, vp) hold
+    the iterate before the last one run, for POT's error.  Returns (steps
     run, stopped): stopped is True once no problem is active."""
     for t in range(n_steps):
         it = cnt[0]
-        if _begin_step(u, v, up, vp, scal, active, fail_at, it) == 0:
+        if _begin_step(u, v, up, vp, scal, active, fail_at, it, t == n_steps - 1) == 0:
             return t, True
         partial_fused_pass(K0, a, v, scal, active, n_chunks, chunk_rows, Q, u, q)
         cnt[0] = it + 1
@@ -563,7 +569,7 @@ def partial_log_err2(u, v, sv, up, vp, active, n_chunks, chunk_rows):
 # "Entropic partial OT") measured the small path faster at every size up to
 # 256^2 in every run (parallel / small time 1.13-2.85) and 0.88-1.41 at
 # 362^2; log domain 1.04-1.31 at 64-128 (the whole loop) against 0.78 at 181.
-@njit(**_SER)
+@njit(inline="always", **_SER)
 def partial_small_pass(K0, a, v, scal, active, n_chunks, chunk_rows, Q, u, q):
     """``partial_fused_pass`` of a small K0 (``n_chunks``, ``chunk_rows``
     and ``Q`` unused: the whole matrix in one sweep per problem) as one
