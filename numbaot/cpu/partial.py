@@ -73,8 +73,8 @@ from .._config import (
     ROW_SUM_FLOOR,
 )
 from . import chunk_layout, serial_twin
-from ._math import fast_exp, fast_exp_ftz
-from ._small import knopp_rows
+from ._math import fast_exp
+from ._small import knopp_rows, row_exp_sum
 from .sinkhorn import (
     axpy_rows,
     dot_rows,
@@ -350,17 +350,6 @@ def partial_err2(K0, u, v, sv, up, vp, active, n_chunks, chunk_rows):
 # --------------------------------------------------------------------------
 # log domain
 # --------------------------------------------------------------------------
-@njit(**_SER)
-def _row_exp_sum(M, i, c, v, k, sh, E, r):
-    """E[r, j] = exp(c M_ij + v_kj - sh); returns their sum."""
-    S = 0.0
-    for j in range(M.shape[1]):
-        e = fast_exp_ftz(c * M[i, j] + v[k, j] - sh)
-        E[r, j] = e
-        S += e
-    return S
-
-
 @njit(**_PAR)
 def partial_log_fused_pass(M, c, La, v, C0, scal, rmax, active, n_chunks, chunk_rows, Q, u,
                            q):
@@ -413,12 +402,12 @@ def partial_log_fused_pass(M, c, La, v, C0, scal, rmax, active, n_chunks, chunk_
                     S = 0.0
                     mx = rmax[k, i] + dv_max
                     if shift_ok:
-                        S = _row_exp_sum(M, i, c, v, k, mx, E, r)
+                        S = row_exp_sum(M, i, c, v, k, mx, E, r)
                     if not S > ROW_SUM_FLOOR:
                         mx = -np.inf
                         for j in range(m):
                             mx = max(mx, c * M[i, j] + v[k, j])
-                        S = _row_exp_sum(M, i, c, v, k, mx, E, r)
+                        S = row_exp_sum(M, i, c, v, k, mx, E, r)
                     rmax[k, i] = mx
                     x = la - off - (mx + math.log(S))
                     if x > 0.0:  # clamped: u_i = 0
