@@ -52,8 +52,15 @@ SMALL_MAX_ENTRIES = 1 << 17
 #: 64, 1.96 at 128, 1.10 at 256, 1.00 at 362, unbalanced 1.02 at 362, 0.85
 #: at 512 (their K v and K^T u are cheap next to the launches).  With busy
 #: cores (another thread pool, a loaded machine) the one-call path was 2-3x
-#: faster at every size measured up to 128^2.
-SMALL_MAX_ENTRIES_LOG = 1 << 13
+#: faster at every size measured up to 128^2.  Raised from 1 << 13 to
+#: 1 << 14 (128^2) on 2026-11-29 (Zen 4 VM, 2 threads), after the balanced
+#: one-call path dropped its max pass (1.2-1.7x per iteration): balanced log
+#: blocked / one-call 1.30 at 96, 0.94 at 128, 0.77 at 160 back to back
+#: (idle), and POT / numbaot when each call alternates with POT's (a
+#: training loop's pattern) 8.1 -> 21.3x at 96, 9.4 -> 15.7x at 128;
+#: partial log 1.0 at 96, 0.89 at 128 back to back; unbalanced log
+#: unchanged at 96-128.
+SMALL_MAX_ENTRIES_LOG = 1 << 14
 
 #: The compiled small-problem solvers keep every check's error in a buffer
 #: of numItermax // 10 + 1 entries; above this numItermax the solve takes
