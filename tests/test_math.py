@@ -9,7 +9,8 @@ import pytest
 from numba import njit
 
 from numbaot._config import JIT_OPTIONS
-from numbaot.cpu._math import fast_exp, fast_exp_f32_ftz, fast_exp_ftz, fast_log, pow_inplace
+from numbaot.cpu._math import (fast_exp, fast_exp_f32_ftz, fast_exp_ftz, fast_log, fmax, fmin,
+                               pow_inplace)
 
 #: the kernels' options (fast-math flags as in every CPU kernel), not cached
 _OPTS = dict(JIT_OPTIONS, cache=False)
@@ -127,6 +128,45 @@ def test_pow_inplace_against_numpy(e):
     np.testing.assert_array_equal(got[~pos], ref[~pos])  # 0, inf, NaN as pow
     if e == 1.0:
         np.testing.assert_array_equal(got, ref)  # exact
+
+
+@njit(**_OPTS)
+def _minmax_reduce(x):
+    lo = np.inf
+    hi = -np.inf
+    for i in range(x.shape[0]):
+        v = np.float64(x[i])  # as the screen of M
+        lo = fmin(lo, v)
+        hi = fmax(hi, v)
+    return lo, hi
+
+
+@njit(**_OPTS)
+def _minmax_pairs(x, y, lo, hi):
+    for i in range(x.shape[0]):
+        lo[i] = fmin(x[i], y[i])
+        hi[i] = fmax(x[i], y[i])
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_fmin_fmax_against_numpy(dtype):
+    """``fmin`` / ``fmax`` are NumPy's ``fmin`` / ``fmax`` (a NaN argument
+    ignored), pair by pair and as reductions (the vectorised form the
+    screen of M uses), with infinities, NaN and lengths that leave a
+    remainder after the vector loop."""
+    rng = np.random.default_rng(8)
+    x = rng.normal(size=1003).astype(dtype) * 1e3
+    y = rng.normal(size=1003).astype(dtype) * 1e3
+    x[[5, 77]] = np.inf, -np.inf
+    y[[9, 77, 500]] = np.nan, np.nan, -np.inf
+    x[[9, 11]] = np.nan, np.nan
+    lo, hi = np.empty_like(x), np.empty_like(x)
+    _minmax_pairs(x, y, lo, hi)
+    np.testing.assert_array_equal(lo, np.fmin(x, y))
+    np.testing.assert_array_equal(hi, np.fmax(x, y))
+    for n in (1, 7, 31, 33, 1003):
+        assert _minmax_reduce(x[:n]) == (np.nanmin(x[:n]), np.nanmax(x[:n]))
+    assert _minmax_reduce(np.full(4, np.nan, dtype)) == (np.inf, -np.inf)
 
 
 @pytest.mark.skipif(platform.machine() not in ("x86_64", "AMD64"), reason="x86 assembly")

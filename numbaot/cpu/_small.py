@@ -34,7 +34,7 @@ import numpy as np
 from numba import njit
 
 from .._config import JIT_OPTIONS, ROW_SUM_FLOOR, UNDERFLOW_RTOL
-from ._math import fast_exp, fast_exp_ftz
+from ._math import fast_exp, fast_exp_ftz, fmax, fmin
 
 _SER = dict(JIT_OPTIONS)
 
@@ -356,27 +356,34 @@ def screen_weights(a, b, mass_tol, a2, b2):
 
 @njit(**_SER)
 def screen_cost(M, reg, scale_max, form_K, ca, cb, Kmat):
-    """One pass over M (dim_a, dim_b): True when every entry is finite and
+    """The screen of M (dim_a, dim_b): True when every entry is finite and
     max|M| / reg <= ``scale_max`` (``_checks.COST_SCALE_MAX``).  With
-    ``form_K`` the same pass writes Kmat[i, j] = exp(-M_ij / reg) ca[i] cb[j]
+    ``form_K`` the same call writes Kmat[i, j] = exp(-M_ij / reg) ca[i] cb[j]
     (the Gibbs kernel, scaled for the unbalanced solvers; ca, cb are ones
     for the balanced one); without it Kmat, ca and cb are not touched.  A
     False answer sends the caller to the full validation, which raises."""
     n, m = M.shape
     c = -1.0 / reg
+    # the screen over M as one flat vector (a view of the C-ordered M), in
+    # two loops that vectorise: the finiteness test, then min and max by
+    # ``fmin`` / ``fmax`` (Python's min / max do not vectorise without the
+    # no-NaN flag; one loop holding all three reductions stayed scalar
+    # too).  0.64 -> 0.13 ns per entry at 128^2; a row at a time left each
+    # row's last m % 32 entries to a scalar remainder loop (m = 90: 4x
+    # slower).  Neither fmin nor fmax sees a NaN that counts: ``finite``
+    # rejects it.
+    flat = M.ravel()
+    finite = True
+    for t in range(flat.shape[0]):
+        finite &= np.isfinite(flat[t])
     lo = np.inf
     hi = -np.inf
-    finite = True
-    for i in range(n):
-        # two loops over the row (it stays in L1): the screen's reductions
-        # (min/max do not vectorise without the no-NaN flag) kept the
-        # exponentials of a single fused loop scalar, 2.7-4x slower
-        for j in range(m):
-            x = M[i, j]
-            finite &= np.isfinite(x)
-            lo = min(lo, x)
-            hi = max(hi, x)
-        if form_K:
+    for t in range(flat.shape[0]):
+        x = np.float64(flat[t])
+        lo = fmin(lo, x)
+        hi = fmax(hi, x)
+    if form_K:
+        for i in range(n):
             cai = ca[i]
             for j in range(m):
                 Kmat[i, j] = fast_exp(c * M[i, j]) * cai * cb[j]
