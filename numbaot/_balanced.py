@@ -243,12 +243,12 @@ def fast_solve(method, a, b, M, reg, numItermax, stopThr, verbose, log, warn, wa
     u2, v2 = np.empty((1, n)), np.empty((1, m))
     if method == "sinkhorn":
         ok, ii, ne, status, loss = _small.knopp_small_call(
-            M, a, b, float(reg), numItermax, float(stopThr), tol, _checks.COST_SCALE_MAX,
-            want_loss, errs[0], plan, u2, v2)
+            M, M.reshape(-1), a, b, float(reg), numItermax, float(stopThr), tol,
+            _checks.COST_SCALE_MAX, want_loss, errs[0], plan, u2, v2)
     else:
         ok, ii, ne, status, loss = _small.log_small_call(
-            M, a, b, float(reg), numItermax, float(stopThr), tol, _checks.COST_SCALE_MAX,
-            want_loss, errs, plan, u2, v2)
+            M, M.reshape(-1), a, b, float(reg), numItermax, float(stopThr), tol,
+            _checks.COST_SCALE_MAX, want_loss, errs, plan, u2, v2)
     if not ok:
         return None
     u, v = u2[0], v2[0]

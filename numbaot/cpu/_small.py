@@ -355,24 +355,24 @@ def screen_weights(a, b, mass_tol, a2, b2):
 
 
 @njit(**_SER)
-def screen_cost(M, reg, scale_max, form_K, ca, cb, Kmat):
+def screen_cost(M, flat, reg, scale_max, form_K, ca, cb, Kmat):
     """The screen of M (dim_a, dim_b): True when every entry is finite and
     max|M| / reg <= ``scale_max`` (``_checks.COST_SCALE_MAX``).  With
     ``form_K`` the same call writes Kmat[i, j] = exp(-M_ij / reg) ca[i] cb[j]
     (the Gibbs kernel, scaled for the unbalanced solvers; ca, cb are ones
-    for the balanced one); without it Kmat, ca and cb are not touched.  A
-    False answer sends the caller to the full validation, which raises."""
+    for the balanced one); without it Kmat, ca and cb are not touched.
+    ``flat`` is M.reshape(-1), the caller's view of the C-ordered M (Numba's
+    ``ravel`` added 0.1 s of compile to each first call).  A False answer
+    sends the caller to the full validation, which raises."""
     n, m = M.shape
     c = -1.0 / reg
-    # the screen over M as one flat vector (a view of the C-ordered M), in
-    # two loops that vectorise: the finiteness test, then min and max by
-    # ``fmin`` / ``fmax`` (Python's min / max do not vectorise without the
-    # no-NaN flag; one loop holding all three reductions stayed scalar
-    # too).  0.64 -> 0.13 ns per entry at 128^2; a row at a time left each
+    # the screen over M as one flat vector, in two loops that vectorise:
+    # the finiteness test, then min and max by ``fmin`` / ``fmax``
+    # (Python's min / max do not vectorise without the no-NaN flag; one
+    # loop holding all three reductions stayed scalar too).  0.64 -> 0.13 ns per entry at 128^2; a row at a time left each
     # row's last m % 32 entries to a scalar remainder loop (m = 90: 4x
     # slower).  Neither fmin nor fmax sees a NaN that counts: ``finite``
     # rejects it.
-    flat = M.ravel()
     finite = True
     for t in range(flat.shape[0]):
         finite &= np.isfinite(flat[t])
@@ -391,11 +391,12 @@ def screen_cost(M, reg, scale_max, form_K, ca, cb, Kmat):
 
 
 @njit(**_SER)
-def knopp_small_call(M, a, b, reg, numItermax, stopThr, mass_tol, scale_max, want_loss, errs,
-                     plan, u, v):
+def knopp_small_call(M, flat, a, b, reg, numItermax, stopThr, mass_tol, scale_max, want_loss,
+                     errs, plan, u, v):
     """``sinkhorn_knopp`` on 1-D weights a (dim_a,), b (dim_b,) of M's dtype,
     start to finish: the input screen of :func:`screen_weights` and of M
-    (finite, max|M| / reg <= ``scale_max``, fused into the pass that forms K),
+    (finite, max|M| / reg <= ``scale_max``, :func:`screen_cost`, which also
+    forms K; ``flat`` is M.reshape(-1)),
     POT's uniform initial scalings, :func:`knopp_small_run`, then the plan
     (M's dtype, (dim_a, dim_b), in ``plan``, which first holds K) or, with
     ``want_loss``, the loss <plan, M>.  The scalings are left in ``u``
@@ -416,7 +417,8 @@ def knopp_small_call(M, a, b, reg, numItermax, stopThr, mass_tol, scale_max, wan
     a2 = np.empty((1, n))
     b2 = np.empty((1, m))
     if not (screen_weights(a, b, mass_tol, a2, b2)
-            and screen_cost(M, reg, scale_max, np.bool_(True), np.ones(n), np.ones(m), Kmat)):
+            and screen_cost(M, flat, reg, scale_max, np.bool_(True), np.ones(n), np.ones(m),
+                            Kmat)):
         return False, 0, 0, RAN_OUT, 0.0
     c = -1.0 / reg
     q = np.empty((1, m))
@@ -438,7 +440,7 @@ def knopp_small_call(M, a, b, reg, numItermax, stopThr, mass_tol, scale_max, wan
 
 
 @njit(**_SER)
-def log_small_call(M, a, b, reg, numItermax, stopThr, mass_tol, scale_max, want_loss, errs,
+def log_small_call(M, flat, a, b, reg, numItermax, stopThr, mass_tol, scale_max, want_loss, errs,
                    plan, u, v):
     """``sinkhorn_log`` on 1-D weights a (dim_a,), b (dim_b,) of M's dtype,
     start to finish, as :func:`knopp_small_call`: the screen (M's in one
@@ -457,7 +459,7 @@ def log_small_call(M, a, b, reg, numItermax, stopThr, mass_tol, scale_max, want_
     la = np.empty((1, n))
     b2 = np.empty((1, m))
     if not (screen_weights(a, b, mass_tol, la, b2)
-            and screen_cost(M, reg, scale_max, np.bool_(False), la[0], b2[0], plan)):
+            and screen_cost(M, flat, reg, scale_max, np.bool_(False), la[0], b2[0], plan)):
         return False, 0, 0, False, 0.0
     c = -1.0 / reg
     lb = np.empty((1, m))

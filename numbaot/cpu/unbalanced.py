@@ -954,7 +954,7 @@ def _split_stats(stats, n, m):
 
 
 @njit(**_SER)
-def uot_small_call(M, a, b, reg, fi1, fi2, entropy, n_steps, stopThr, scale_max, want_plan,
+def uot_small_call(M, flat, a, b, reg, fi1, fi2, entropy, n_steps, stopThr, scale_max, want_plan,
                    errs, plan, u1, v1):
     """``sinkhorn_knopp_unbalanced`` on 1-D weights a (dim_a,), b (dim_b,)
     of M's dtype, start to finish: the input screen (a, b finite, >= 0, of
@@ -979,7 +979,7 @@ def uot_small_call(M, a, b, reg, fi1, fi2, entropy, n_steps, stopThr, scale_max,
         return False, 0, False
     ca = np.ones(n) if entropy else a2[0]
     cb = np.ones(m) if entropy else b2[0]
-    if not screen_cost(M, reg, scale_max, np.bool_(True), ca, cb, plan):
+    if not screen_cost(M, flat, reg, scale_max, np.bool_(True), ca, cb, plan):
         return False, 0, False
     for i in range(n):
         u1[i] = 1.0
@@ -1012,7 +1012,7 @@ def uot_small_stats(M, a, b, entropy, plan, u1, v1, stats):
 
 
 @njit(**_SER)
-def uot_log_small_call(M, a, b, reg, fi1, fi2, entropy, n_steps, stopThr, scale_max, errs,
+def uot_log_small_call(M, flat, a, b, reg, fi1, fi2, entropy, n_steps, stopThr, scale_max, errs,
                        plan, u1, v1, stats):
     """``sinkhorn_unbalanced_log`` on 1-D weights, start to finish, as
     :func:`uot_small_call` (one pass over M screens it): log-kernel
@@ -1025,7 +1025,7 @@ def uot_log_small_call(M, a, b, reg, fi1, fi2, entropy, n_steps, stopThr, scale_
     b2 = np.empty((1, m))
     if not (copy_weights(a, a2)[0] and copy_weights(b, b2)[0]):
         return False, 0, False
-    if not screen_cost(M, reg, scale_max, np.bool_(False), a2[0], b2[0], plan):
+    if not screen_cost(M, flat, reg, scale_max, np.bool_(False), a2[0], b2[0], plan):
         return False, 0, False
     c = -1.0 / reg
     la = np.empty((1, n))

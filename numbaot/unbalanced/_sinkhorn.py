@@ -168,15 +168,15 @@ def _fast_solve(method, a, b, M, reg, reg_m, reg_type, c, warmstart, numItermax,
     stats = np.empty(n + m + 4)
     if method == "sinkhorn":
         want_stats = log or not want_plan
-        ok, nit, failed = be.uot_small_call(M, a, b, reg, fi, fi, entropy, numItermax, stopThr,
-                                            _checks.COST_SCALE_MAX, not want_stats, errs, plan,
-                                            u, v)
+        ok, nit, failed = be.uot_small_call(M, M.reshape(-1), a, b, reg, fi, fi, entropy,
+                                            numItermax, stopThr, _checks.COST_SCALE_MAX,
+                                            not want_stats, errs, plan, u, v)
         if ok and want_stats:
             be.uot_small_stats(M, a, b, entropy, plan, u, v, stats)
     else:
-        ok, nit, failed = be.uot_log_small_call(M, a, b, reg, fi, fi, entropy, numItermax,
-                                                stopThr, _checks.COST_SCALE_MAX, errs, plan, u,
-                                                v, stats)
+        ok, nit, failed = be.uot_log_small_call(M, M.reshape(-1), a, b, reg, fi, fi, entropy,
+                                                numItermax, stopThr, _checks.COST_SCALE_MAX, errs,
+                                                plan, u, v, stats)
     if not ok:
         return None
     if entropy:
