@@ -369,10 +369,10 @@ def screen_cost(M, flat, reg, scale_max, form_K, ca, cb, Kmat):
     # the screen over M as one flat vector, in two loops that vectorise:
     # the finiteness test, then min and max by ``fmin`` / ``fmax``
     # (Python's min / max do not vectorise without the no-NaN flag; one
-    # loop holding all three reductions stayed scalar too).  0.64 -> 0.13 ns per entry at 128^2; a row at a time left each
-    # row's last m % 32 entries to a scalar remainder loop (m = 90: 4x
-    # slower).  Neither fmin nor fmax sees a NaN that counts: ``finite``
-    # rejects it.
+    # loop holding all three reductions stayed scalar too): 0.64 -> 0.13 ns
+    # per entry at 128^2.  A row at a time left each row's last m % 32
+    # entries to a scalar remainder loop (m = 90: 4x slower).  Neither fmin
+    # nor fmax sees a NaN that counts: ``finite`` rejects it.
     finite = True
     for t in range(flat.shape[0]):
         finite &= np.isfinite(flat[t])
@@ -443,8 +443,9 @@ def knopp_small_call(M, flat, a, b, reg, numItermax, stopThr, mass_tol, scale_ma
 def log_small_call(M, flat, a, b, reg, numItermax, stopThr, mass_tol, scale_max, want_loss, errs,
                    plan, u, v):
     """``sinkhorn_log`` on 1-D weights a (dim_a,), b (dim_b,) of M's dtype,
-    start to finish, as :func:`knopp_small_call`: the screen (M's in one
-    pass before the first column logsumexp), zero initial log-scalings,
+    start to finish, as :func:`knopp_small_call`: the screen (M's before
+    the first column logsumexp; ``flat`` is M.reshape(-1)), zero initial
+    log-scalings,
     :func:`log_small_run`, then the plan exp(c M + u + v) (M's dtype) or,
     with ``want_loss``, the loss; the log-scalings are left in ``u``
     (1, dim_a), ``v`` (1, dim_b), float64; ``errs`` is (1, numItermax // 10

@@ -958,9 +958,9 @@ def uot_small_call(M, flat, a, b, reg, fi1, fi2, entropy, n_steps, stopThr, scal
                    errs, plan, u1, v1):
     """``sinkhorn_knopp_unbalanced`` on 1-D weights a (dim_a,), b (dim_b,)
     of M's dtype, start to finish: the input screen (a, b finite, >= 0, of
-    positive mass; M finite with max|M| / reg <= ``scale_max``, fused into
-    the pass that forms K = exp(-M / reg) a b^T, or exp(-M / reg) with
-    ``entropy``), initial scalings 1, :func:`uot_small_run`, then, with
+    positive mass; M finite with max|M| / reg <= ``scale_max``,
+    ``_small.screen_cost`` on M and its flat view ``flat``, which also forms
+    K = exp(-M / reg) a b^T, or exp(-M / reg) with ``entropy``), initial scalings 1, :func:`uot_small_run`, then, with
     ``want_plan``, the plan in ``plan`` (M's dtype, which first holds K;
     without, K is left there for :func:`uot_small_stats`).  The scalings are
     left in ``u1`` (dim_a,), ``v1`` (dim_b,), float64.
