@@ -144,6 +144,19 @@ def _stored_float32_finite_impl(out, s0, s1, nc, N, L, reverse):
     return lambda out, s0, s1, nc, N, L, reverse: True
 
 
+def _stored_float32_range_finite(out, lo, hi):
+    """``_stored_float32_finite`` of the flat range out[lo:hi]: True iff
+    every value there is finite as stored (no code for a float64 ``out``)."""
+    raise NotImplementedError("called from the kernels only")
+
+
+@overload(_stored_float32_range_finite, inline="always")
+def _stored_float32_range_finite_impl(out, lo, hi):
+    if out.dtype.bitwidth < 64:
+        return lambda out, lo, hi: _stored_finite(out, lo, hi)
+    return lambda out, lo, hi: True
+
+
 @njit(**JIT_OPTIONS)
 def _group_finite(out, s0, s1, nc, N, L, reverse):
     """True iff the float32 entries of segments s0..s1-1 are all finite
@@ -274,6 +287,47 @@ def _scan_group(grp, x, gamma, dones, reverse, N, L, carry, lim, out):
     return bad
 
 
+@njit(**JIT_OPTIONS)
+def _scan_rows4(x, gamma, dones, reverse, N, B4, lim, out):
+    """Scan rows 0..B4-1 (B4 a multiple of four), whole rows of N positions
+    from 0, four in lockstep; returns 0 iff every value stored is finite
+    (as ``_scan_group``).  The groups' loop is this function's own, with
+    each group's offsets computed directly: ``scan_rows_serial`` at (8192,
+    16) took 92 us through ``_scan_group`` per group (its per-segment
+    bookkeeping, and a loop LLVM compiled about twice as slow behind the
+    group's bounds test) against 34 us here.  A float32 ``out`` is read
+    back once, after all groups (one vectorised pass over rows still in
+    cache, not one per group)."""
+    st = -1 if reverse else 1
+    off = N - 1 if reverse else 0
+    bad = 0
+    for s0 in range(0, B4, LANES):
+        b0 = s0 * N + off
+        b1 = b0 + N
+        b2 = b1 + N
+        b3 = b2 + N
+        g0, g1, g2, g3 = gamma[s0], gamma[s0 + 1], gamma[s0 + 2], gamma[s0 + 3]
+        y0 = y1 = y2 = y3 = 0.0
+        for i in range(N):
+            i0 = np.uint64(b0 + st * i)
+            i1 = np.uint64(b1 + st * i)
+            i2 = np.uint64(b2 + st * i)
+            i3 = np.uint64(b3 + st * i)
+            y0 = _link(g0, dones, i0, reverse) * y0 + np.float64(x[i0])
+            y1 = _link(g1, dones, i1, reverse) * y1 + np.float64(x[i1])
+            y2 = _link(g2, dones, i2, reverse) * y2 + np.float64(x[i2])
+            y3 = _link(g3, dones, i3, reverse) * y3 + np.float64(x[i3])
+            out[i0] = y0
+            out[i1] = y1
+            out[i2] = y2
+            out[i3] = y3
+        ok = abs(y0) < lim and abs(y1) < lim and abs(y2) < lim and abs(y3) < lim
+        bad += 0 if ok else 1
+    if bad == 0 and not _stored_float32_range_finite(out, 0, B4 * N):
+        bad = 1
+    return bad
+
+
 @njit(**_PAR)
 def scan_chunks(x, gamma, dones, reverse, N, L, carry, lim, out):
     """out = the scan of every chunk started from ``carry``; returns a count
@@ -342,9 +396,11 @@ def scan_rows_serial(x, gamma, dones, reverse, B, out):
     other work, bench_scan.py section 2)."""
     g = _per_row(gamma, B)
     N = out.shape[0] // B
-    bad = 0
-    for grp in range((B + LANES - 1) // LANES):
-        bad += _scan_group(grp, x, g, dones, reverse, N, N, None, _limit(out), out)
+    lim = _limit(out)
+    B4 = B - B % LANES
+    bad = _scan_rows4(x, g, dones, reverse, N, B4, lim, out)
+    for grp in range(B4 // LANES, (B + LANES - 1) // LANES):  # the last rows
+        bad += _scan_group(grp, x, g, dones, reverse, N, N, None, lim, out)
     return bad
 
 
