@@ -168,6 +168,39 @@ def test_one_thread_path_equals_parallel_path(dtype, masked, rng, monkeypatch):
     np.testing.assert_allclose(runs[0][2], loop_right(x64[5:6], [0.9])[0], **tol(dtype))
 
 
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("masked", [False, True])
+def test_many_row_tasks(dtype, masked, rng, monkeypatch):
+    """The parallel path of whole rows splits them into tasks of at least
+    2^14 entries (groups of four rows each); 4099 rows of 16 make five
+    tasks and a last row outside the groups: the same bits as the one-thread
+    path, the plain loops' values, and a float32 overflow in one row of a
+    middle task still raises."""
+    x = rng.normal(size=(4099, 16)).astype(dtype)
+    d = rng.random(x.shape) < 0.1 if masked else None
+    g = rng.uniform(0.5, 1.0, 4099)
+    runs = []
+    for min_work in (_config.SCAN_MIN_THREAD_WORK, 1):  # one thread, then the parallel path
+        monkeypatch.setattr(_config, "SCAN_MIN_THREAD_WORK", min_work)
+        runs.append([numbaot.discounted_cumsum_right(x, g, dones=d),
+                     numbaot.discounted_cumsum_left(x, 0.9, dones=d)])
+    for a, b in zip(*runs):
+        assert a.dtype == dtype
+        np.testing.assert_array_equal(a, b)
+    x64 = x.astype(np.float64)
+    np.testing.assert_allclose(runs[1][0], loop_right(x64, g, d), **tol(dtype))
+    np.testing.assert_allclose(runs[1][1], loop_left(x64, np.full(4099, 0.9), d), **tol(dtype))
+    if dtype == np.float32:
+        # y_14 = 3e38 + 0.99 * 3e38 overflows float32 when stored, and the
+        # next entries bring the sum back (y_13 = 2.9e38, y_12 = -1.2e37,
+        # then zeros): only the read-back of the stored values sees it
+        big = x.copy()
+        big[2050, :] = 0.0
+        big[2050, 12:] = [-3e38, -3e38, 3e38, 3e38]
+        with pytest.raises(ValueError, match="overflow"):
+            numbaot.discounted_cumsum_right(big, 0.99)
+
+
 def test_host_fast_path_equals_general_path(rng):
     """A C-contiguous float array with a float gamma and no mask skips the
     general validation; every other spelling of the same problem (gamma as

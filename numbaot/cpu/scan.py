@@ -88,6 +88,10 @@ _INL = dict(JIT_OPTIONS, inline="always")
 #: segments advanced in lockstep by one task
 LANES = 4
 
+#: least entries of a task of whole rows in ``scan_chunks`` (rows are
+#: independent: the split changes no result)
+_ROW_TASK_ENTRIES = 1 << 14
+
 
 @njit(**JIT_OPTIONS)
 def _segment(s, nc, N, L, reverse):
@@ -288,9 +292,10 @@ def _scan_group(grp, x, gamma, dones, reverse, N, L, carry, lim, out):
 
 
 @njit(**JIT_OPTIONS)
-def _scan_rows4(x, gamma, dones, reverse, N, B4, lim, out):
-    """Scan rows 0..B4-1 (B4 a multiple of four), whole rows of N positions
-    from 0, four in lockstep; returns 0 iff every value stored is finite
+def _scan_rows4(x, gamma, dones, reverse, N, r0, r1, lim, out):
+    """Scan rows r0..r1-1 (r1 - r0 a multiple of four), whole rows of N
+    positions from 0, four in lockstep; returns 0 iff every value stored is
+    finite
     (as ``_scan_group``).  The groups' loop is this function's own, with
     each group's offsets computed directly: ``scan_rows_serial`` at (8192,
     16) took 92 us through ``_scan_group`` per group (its per-segment
@@ -301,7 +306,7 @@ def _scan_rows4(x, gamma, dones, reverse, N, B4, lim, out):
     st = -1 if reverse else 1
     off = N - 1 if reverse else 0
     bad = 0
-    for s0 in range(0, B4, LANES):
+    for s0 in range(r0, r1, LANES):
         b0 = s0 * N + off
         b1 = b0 + N
         b2 = b1 + N
@@ -323,7 +328,7 @@ def _scan_rows4(x, gamma, dones, reverse, N, B4, lim, out):
             out[i3] = y3
         ok = abs(y0) < lim and abs(y1) < lim and abs(y2) < lim and abs(y3) < lim
         bad += 0 if ok else 1
-    if bad == 0 and not _stored_float32_range_finite(out, 0, B4 * N):
+    if bad == 0 and not _stored_float32_range_finite(out, r0 * N, r1 * N):
         bad = 1
     return bad
 
@@ -350,7 +355,21 @@ def scan_chunks(x, gamma, dones, reverse, N, L, carry, lim, out):
     back once, vectorised (``_stored_finite``).
     """
     B = gamma.shape[0]
-    nc = 1 if carry is None else carry.shape[1]
+    if carry is None:
+        # whole rows: tasks of ``_ROW_TASK_ENTRIES`` entries or more, each
+        # looping over its groups of four rows in ``_scan_rows4`` (not one
+        # ``_scan_group`` call per group); the last B % 4 rows by
+        # ``_scan_group``
+        B4 = B - B % LANES
+        rb = max(LANES, _ROW_TASK_ENTRIES // max(N, 1) // LANES * LANES)
+        bad = 0
+        for t in prange((B4 + rb - 1) // rb):
+            bad += _scan_rows4(x, gamma, dones, reverse, N, t * rb, min(B4, (t + 1) * rb),
+                               lim, out)
+        for grp in range(B4 // LANES, (B + LANES - 1) // LANES):
+            bad += _scan_group(grp, x, gamma, dones, reverse, N, L, carry, lim, out)
+        return bad
+    nc = carry.shape[1]
     ng = (B * nc + LANES - 1) // LANES
     bad = 0
     for grp in prange(ng):
@@ -398,7 +417,7 @@ def scan_rows_serial(x, gamma, dones, reverse, B, out):
     N = out.shape[0] // B
     lim = _limit(out)
     B4 = B - B % LANES
-    bad = _scan_rows4(x, g, dones, reverse, N, B4, lim, out)
+    bad = _scan_rows4(x, g, dones, reverse, N, 0, B4, lim, out)
     for grp in range(B4 // LANES, (B + LANES - 1) // LANES):  # the last rows
         bad += _scan_group(grp, x, g, dones, reverse, N, N, None, lim, out)
     return bad
