@@ -135,6 +135,16 @@ ROW_TILE_F32 = 8
 #: matrices use fewer rows per tile.
 TILE_BYTES = 512 * 1024
 
+#: The blocked Knopp pass (``cpu.sinkhorn.knopp_fused_pass``) sweeps each
+#: chunk's rows with the one-call path's four-row loop (``_small.knopp_rows``:
+#: whole rows, no column blocks or tile buffers) when four rows of K take at
+#: most this many bytes (they then stay in L1 between the row sums and the
+#: column sums); wider K keeps the tiles of COL_BLOCK columns.  The pass
+#: alone, both versions in one process (2 threads, Zen 4 VM, 2026-11-29):
+#: 30.5 -> 27.7 us at 512^2, 102 -> 84 us at 1024^2, but 356-369 -> 382-392
+#: us at 2048^2 (four rows of 64 KB spill from L1).
+KNOPP_ROWS_MAX_BYTES = 32 * 1024
+
 #: Unbalanced multiplicative pass (``numbaot.cpu.unbalanced.uot_fused_pass``):
 #: upper bound (bytes) of one tile of ROW_TILE rows (else half as many) of K, in K's own
 #: dtype.  The tile is re-read from L2 (1 MiB per core here) by the column

@@ -101,6 +101,21 @@ def test_plan_and_log_match_blocked_and_pot(blocked, method, shape, dtype):
         assert_log_matches(lg, lgp)
 
 
+@pytest.mark.parametrize("shape, dtype", [((24, 1100), np.float64), ((12, 2100), np.float32)])
+def test_wide_cost_blocked_tiles_as_small_path_and_pot(blocked, shape, dtype):
+    """The blocked Knopp pass sweeps whole rows four at a time while four
+    rows of K fit ``_config.KNOPP_ROWS_MAX_BYTES`` (every other problem of
+    this file) and tiles of COL_BLOCK columns beyond: these widths take the
+    tiles (35 KB and 34 KB of four rows), against the one-call path and
+    POT."""
+    a, b, M = make_problem(*shape, seed=12, dtype=dtype)
+    assert 4 * shape[1] * np.dtype(dtype).itemsize > _config.KNOPP_ROWS_MAX_BYTES
+    small, big = _both(blocked, numbaot.sinkhorn, a, b, M, 0.05, log=True)
+    _assert_same(small, big, dtype)
+    Gp = ot.sinkhorn(*up(a, b, M), 0.05)
+    assert_close(small[0][0], Gp, **tol(dtype))
+
+
 @pytest.mark.parametrize("reg", [1e-3, 5e-3])
 def test_log_small_path_at_tiny_reg_as_blocked_and_pot(blocked, reg):
     """The one-call ``sinkhorn_log`` shifts each row's logsumexp by the

@@ -101,7 +101,8 @@ def knopp_small_run(M, c, a, b, u, v, numItermax, stopThr, errs, Kmat, q, kernel
                     failed = True
                 v[k, j] = b[k, j] / q[k, j]
                 q[k, j] = 0.0
-            knopp_rows(Kmat, a, ka, v, u, q, k, np.float64(1.0), np.bool_(False))
+            knopp_rows(Kmat, a, ka, v, u, q, k, np.float64(1.0), np.bool_(False), np.int64(0),
+                       Kmat.shape[0])
         if not failed:
             failed = not (_all_finite(u) and _all_finite(v))
         if failed:
@@ -133,15 +134,18 @@ def _row_scaling(a, s, clamp):
 
 
 @njit(**_SER)
-def knopp_rows(Kmat, a, ka, v, u, q, k, scale, clamp):
-    """u[k, i] = a[ka, i] / (scale (K v_k)_i) (with ``clamp``: at most 1)
-    and q[k] += K^T u_k (q zeroed before), rows four at a time: each load of
-    v_j and each load/store of q_j serves four rows (the loop is bound by
-    loads and stores, not by arithmetic).  Balanced Sinkhorn: scale 1, no
-    clamp; entropic partial OT (``numbaot.cpu.partial``): scale s, clamped."""
-    n, m = Kmat.shape
-    i = 0
-    while i + 4 <= n:
+def knopp_rows(Kmat, a, ka, v, u, q, k, scale, clamp, i0, i1):
+    """For the rows i0 <= i < i1: u[k, i] = a[ka, i] / (scale (K v_k)_i)
+    (with ``clamp``: at most 1) and q[k] += the sums over these rows of
+    K_ij u_ki (q zeroed before), rows four at a time: each load of v_j and
+    each load/store of q_j serves four rows (the loop is bound by loads and
+    stores, not by arithmetic).  Balanced Sinkhorn: scale 1, no clamp;
+    entropic partial OT (``numbaot.cpu.partial``): scale s, clamped.  The
+    one-call paths pass every row; the blocked ``knopp_fused_pass`` a
+    chunk's rows."""
+    m = Kmat.shape[1]
+    i = i0
+    while i + 4 <= i1:
         s0 = 0.0
         s1 = 0.0
         s2 = 0.0
@@ -164,7 +168,7 @@ def knopp_rows(Kmat, a, ka, v, u, q, k, scale, clamp):
             q[k, j] += (Kmat[i, j] * u0 + Kmat[i + 1, j] * u1) + (Kmat[i + 2, j] * u2
                                                                  + Kmat[i + 3, j] * u3)
         i += 4
-    while i < n:
+    while i < i1:
         s0 = 0.0
         for j in range(m):
             s0 += Kmat[i, j] * v[k, j]
@@ -186,7 +190,7 @@ def knopp_small_pass(Kmat, a, v, u, q):
         for j in range(q.shape[1]):
             q[k, j] = 0.0
         knopp_rows(Kmat, a, 0 if shared_a else k, v, u, q, k, np.float64(1.0),
-                    np.bool_(False))
+                   np.bool_(False), np.int64(0), Kmat.shape[0])
 
 
 @njit(**_SER)

@@ -572,7 +572,8 @@ def partial_small_pass(K0, a, v, scal, active, n_chunks, chunk_rows, Q, u, q):
             continue
         for j in range(q.shape[1]):
             q[k, j] = 0.0
-        knopp_rows(K0, a, 0 if shared_a else k, v, u, q, k, scal[k, 1], np.bool_(True))
+        knopp_rows(K0, a, 0 if shared_a else k, v, u, q, k, scal[k, 1], np.bool_(True),
+                   np.int64(0), K0.shape[0])
 
 
 _merge_chunks_serial = serial_twin(merge_chunks)

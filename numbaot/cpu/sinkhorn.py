@@ -52,6 +52,7 @@ from .._config import (
     COL_TILE_ROWS,
     EXP_BLOCK,
     JIT_OPTIONS,
+    KNOPP_ROWS_MAX_BYTES,
     LOG_F32_MAX_SCALE,
     ROW_SUM_FLOOR,
     ROW_TILE,
@@ -506,7 +507,10 @@ def tile_rows(m, itemsize):
 def knopp_fused_pass(Kmat, a, v, n_chunks, chunk_rows, Q, u, q):
     """One read of K: u[k, i] = a[k, i] / (K v_k)_i and q = K^T u (new u).
 
-    Rows are processed in tiles of a few rows and columns in blocks of
+    A narrow K (four rows within ``_config.KNOPP_ROWS_MAX_BYTES``) is swept
+    by the one-call path's four-row loop over each chunk's rows
+    (``_small.knopp_rows``).  Wider rows are processed in tiles of a few
+    rows and columns in blocks of
     COL_BLOCK, so that the block of v (first pass) and of the column
     accumulators (second pass) stays in L1 while a tile's rows stream through;
     the second pass re-reads the tile from L2, never from memory.  Both passes
@@ -518,12 +522,18 @@ def knopp_fused_pass(Kmat, a, v, n_chunks, chunk_rows, Q, u, q):
     K = v.shape[0]
     shared_a = a.shape[0] == 1
     R = tile_rows(m, Kmat.itemsize)
+    rows4 = 4 * m * Kmat.itemsize <= KNOPP_ROWS_MAX_BYTES
     for ch in prange(n_chunks):
         i0 = ch * chunk_rows
         i1 = min(n, i0 + chunk_rows)
         Qc = Q[ch]
-        if i1 <= i0:
+        if i1 <= i0 or rows4:
             Qc[:, :] = 0.0
+        if rows4:  # narrow K: whole rows, four at a time (``_config``)
+            for k in range(K):
+                _small.knopp_rows(Kmat, a, 0 if shared_a else k, v, u, Qc, k, np.float64(1.0),
+                                  np.bool_(False), np.int64(i0), np.int64(i1))
+            continue
         s = np.empty(R)
         w = np.empty(R)
         for t0 in range(i0, i1, R):
