@@ -69,6 +69,7 @@ from .. import _config
 from .._config import (
     COL_BLOCK,
     JIT_OPTIONS,
+    KNOPP_ROWS_MAX_BYTES,
     PARTIAL_SUM_FLOOR,
     ROW_SUM_FLOOR,
 )
@@ -128,17 +129,27 @@ def partial_fused_pass(K0, a, v, scal, active, n_chunks, chunk_rows, Q, u, q):
     the same tile re-read from L1/L2 for the column accumulation, problem by
     problem (``numbaot.cpu.sinkhorn``'s row helpers; a chunk's first tile
     stores its accumulators): K0 streams from memory once for all problems.
+    A narrow K0 (four rows within ``_config.KNOPP_ROWS_MAX_BYTES``) is swept
+    as by ``knopp_fused_pass``: whole rows of a chunk, four at a time
+    (``_small.knopp_rows``), problem by problem.
     """
     n, m = K0.shape
     n_hists = v.shape[0]
     shared_a = a.shape[0] == 1
     R = tile_rows(m, K0.itemsize)
+    rows4 = 4 * m * K0.itemsize <= KNOPP_ROWS_MAX_BYTES
     for ch in prange(n_chunks):
         i0 = ch * chunk_rows
         i1 = min(n, i0 + chunk_rows)
         Qc = Q[ch]
-        if i1 <= i0:
+        if i1 <= i0 or rows4:
             Qc[:, :] = 0.0
+        if rows4:  # narrow K0: whole rows, four at a time (as knopp_fused_pass)
+            for k in range(n_hists):
+                if active[k]:
+                    knopp_rows(K0, a, 0 if shared_a else k, v, u, Qc, k, scal[k, 1],
+                               np.bool_(True), np.int64(i0), np.int64(i1))
+            continue
         s = np.empty(R)
         w = np.empty(R)
         for t0 in range(i0, i1, R):
