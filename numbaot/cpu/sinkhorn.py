@@ -507,9 +507,10 @@ def tile_rows(m, itemsize):
 def knopp_fused_pass(Kmat, a, v, n_chunks, chunk_rows, Q, u, q):
     """One read of K: u[k, i] = a[k, i] / (K v_k)_i and q = K^T u (new u).
 
-    A narrow K (four rows within ``_config.KNOPP_ROWS_MAX_BYTES``) is swept
-    by the one-call path's four-row loop over each chunk's rows
-    (``_small.knopp_rows``).  Wider rows are processed in tiles of a few
+    A narrow K (four rows within ``_config.KNOPP_ROWS_MAX_BYTES``) of one
+    problem is swept by the one-call path's four-row loop over each chunk's
+    rows (``_small.knopp_rows``); a batch keeps the tiles (re-read from L1
+    for each problem).  Wider rows are processed in tiles of a few
     rows and columns in blocks of
     COL_BLOCK, so that the block of v (first pass) and of the column
     accumulators (second pass) stays in L1 while a tile's rows stream through;
@@ -522,7 +523,8 @@ def knopp_fused_pass(Kmat, a, v, n_chunks, chunk_rows, Q, u, q):
     K = v.shape[0]
     shared_a = a.shape[0] == 1
     R = tile_rows(m, Kmat.itemsize)
-    rows4 = 4 * m * Kmat.itemsize <= KNOPP_ROWS_MAX_BYTES
+    # one problem only: a batch re-reads each tile per problem from L1
+    rows4 = K == 1 and 4 * m * Kmat.itemsize <= KNOPP_ROWS_MAX_BYTES
     for ch in prange(n_chunks):
         i0 = ch * chunk_rows
         i1 = min(n, i0 + chunk_rows)
