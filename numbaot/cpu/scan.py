@@ -77,9 +77,9 @@ _PAR = dict(JIT_OPTIONS, parallel=True)
 #: O(B * nc) bookkeeping kernels run serially: a parallel launch costs more
 _SER = dict(JIT_OPTIONS)
 #: Numba-inlined helpers: only the hot per-entry ones (``_link``, ``_run``,
-#: ``_dot``).  ``_segment``, ``_poly`` and ``_scan_group`` are plain compiled
-#: functions that LLVM inlines: typed and lowered once instead of once per
-#: call site.  First-call compile of ``discounted_cumsum_right`` 4.9-5.8 ->
+#: ``_lockstep4``, ``_dot``).  ``_segment``, ``_poly`` and ``_scan_group``
+#: are plain compiled functions that LLVM inlines: typed and lowered once
+#: instead of once per call site.  First-call compile of ``discounted_cumsum_right`` 4.9-5.8 ->
 #: 3.2-3.3 s, run times unchanged in three process pairs (BENCHMARKS.md,
 #: "First-call (compile) latency"); all helpers plain compiled 2.8-2.9 s but
 #: (8192, 16) and (4096, 1000) ran 1.1-1.15x slower.
@@ -119,6 +119,27 @@ def _link(g, dones, xi, reverse):
     else:
         ki = xi - np.uint64(1) if xi > 0 else xi
     return g if dones[ki] == 0 else 0.0
+
+
+@njit(**_INL)
+def _lockstep4(x, dones, out, reverse, st, i, b0, b1, b2, b3, g0, g1, g2, g3, y0, y1, y2,
+               y3):
+    """Scan position i of four segments in lockstep (flat index b + st i,
+    unsigned: no negative-index wraparound code); writes out, returns the
+    four new values."""
+    i0 = np.uint64(b0 + st * i)
+    i1 = np.uint64(b1 + st * i)
+    i2 = np.uint64(b2 + st * i)
+    i3 = np.uint64(b3 + st * i)
+    y0 = _link(g0, dones, i0, reverse) * y0 + np.float64(x[i0])
+    y1 = _link(g1, dones, i1, reverse) * y1 + np.float64(x[i1])
+    y2 = _link(g2, dones, i2, reverse) * y2 + np.float64(x[i2])
+    y3 = _link(g3, dones, i3, reverse) * y3 + np.float64(x[i3])
+    out[i0] = y0
+    out[i1] = y1
+    out[i2] = y2
+    out[i3] = y3
+    return y0, y1, y2, y3
 
 
 @njit(**_INL)
@@ -257,19 +278,8 @@ def _scan_group(grp, x, gamma, dones, reverse, N, L, carry, lim, out):
             y0, y1, y2, y3 = carry[r0, c0], carry[r1, c1], carry[r2, c2], carry[r3, c3]
         m = min(min(l0, l1), min(l2, l3))
         for i in range(m):
-            # unsigned indices: no negative-index wraparound code
-            i0 = np.uint64(b0 + st * i)
-            i1 = np.uint64(b1 + st * i)
-            i2 = np.uint64(b2 + st * i)
-            i3 = np.uint64(b3 + st * i)
-            y0 = _link(g0, dones, i0, reverse) * y0 + np.float64(x[i0])
-            y1 = _link(g1, dones, i1, reverse) * y1 + np.float64(x[i1])
-            y2 = _link(g2, dones, i2, reverse) * y2 + np.float64(x[i2])
-            y3 = _link(g3, dones, i3, reverse) * y3 + np.float64(x[i3])
-            out[i0] = y0
-            out[i1] = y1
-            out[i2] = y2
-            out[i3] = y3
+            y0, y1, y2, y3 = _lockstep4(x, dones, out, reverse, st, i, b0, b1, b2, b3,
+                                        g0, g1, g2, g3, y0, y1, y2, y3)
         y0 = _run(x, dones, out, g0, b0, st, reverse, m, l0, y0)
         y1 = _run(x, dones, out, g1, b1, st, reverse, m, l1, y1)
         y2 = _run(x, dones, out, g2, b2, st, reverse, m, l2, y2)
@@ -314,18 +324,8 @@ def _scan_rows4(x, gamma, dones, reverse, N, r0, r1, lim, out):
         g0, g1, g2, g3 = gamma[s0], gamma[s0 + 1], gamma[s0 + 2], gamma[s0 + 3]
         y0 = y1 = y2 = y3 = 0.0
         for i in range(N):
-            i0 = np.uint64(b0 + st * i)
-            i1 = np.uint64(b1 + st * i)
-            i2 = np.uint64(b2 + st * i)
-            i3 = np.uint64(b3 + st * i)
-            y0 = _link(g0, dones, i0, reverse) * y0 + np.float64(x[i0])
-            y1 = _link(g1, dones, i1, reverse) * y1 + np.float64(x[i1])
-            y2 = _link(g2, dones, i2, reverse) * y2 + np.float64(x[i2])
-            y3 = _link(g3, dones, i3, reverse) * y3 + np.float64(x[i3])
-            out[i0] = y0
-            out[i1] = y1
-            out[i2] = y2
-            out[i3] = y3
+            y0, y1, y2, y3 = _lockstep4(x, dones, out, reverse, st, i, b0, b1, b2, b3,
+                                        g0, g1, g2, g3, y0, y1, y2, y3)
         ok = abs(y0) < lim and abs(y1) < lim and abs(y2) < lim and abs(y3) < lim
         bad += 0 if ok else 1
     if bad == 0 and not _stored_float32_range_finite(out, r0 * N, r1 * N):
