@@ -79,10 +79,11 @@ _SER = dict(JIT_OPTIONS)
 #: Numba-inlined helpers: only the hot per-entry ones (``_link``, ``_run``,
 #: ``_lockstep4``, ``_dot``).  ``_segment``, ``_poly`` and ``_scan_group``
 #: are plain compiled functions that LLVM inlines: typed and lowered once
-#: instead of once per call site.  First-call compile of ``discounted_cumsum_right`` 4.9-5.8 ->
-#: 3.2-3.3 s, run times unchanged in three process pairs (BENCHMARKS.md,
-#: "First-call (compile) latency"); all helpers plain compiled 2.8-2.9 s but
-#: (8192, 16) and (4096, 1000) ran 1.1-1.15x slower.
+#: instead of once per call site.  First-call compile of
+#: ``discounted_cumsum_right`` 4.9-5.8 -> 3.2-3.3 s, run times unchanged in
+#: three process pairs (BENCHMARKS.md, "First-call (compile) latency"); all
+#: helpers plain compiled 2.8-2.9 s but (8192, 16) and (4096, 1000) ran
+#: 1.1-1.15x slower.
 _INL = dict(JIT_OPTIONS, inline="always")
 
 #: segments advanced in lockstep by one task
@@ -305,8 +306,7 @@ def _scan_group(grp, x, gamma, dones, reverse, N, L, carry, lim, out):
 def _scan_rows4(x, gamma, dones, reverse, N, r0, r1, lim, out):
     """Scan rows r0..r1-1 (r1 - r0 a multiple of four), whole rows of N
     positions from 0, four in lockstep; returns 0 iff every value stored is
-    finite
-    (as ``_scan_group``).  The groups' loop is this function's own, with
+    finite (as ``_scan_group``).  The groups' loop is this function's own, with
     each group's offsets computed directly: ``scan_rows_serial`` at (8192,
     16) took 92 us through ``_scan_group`` per group (its per-segment
     bookkeeping, and a loop LLVM compiled about twice as slow behind the
