@@ -511,9 +511,10 @@ def knopp_fused_pass(Kmat, a, v, n_chunks, chunk_rows, Q, u, q):
     problem is swept by the one-call path's four-row loop over each chunk's
     rows (``_small.knopp_rows``); a batch keeps the tiles (re-read from L1
     for each problem).  Wider rows are processed in tiles of a few rows and
-    columns in blocks of COL_BLOCK, so that the block of v (first pass) and of the column
-    accumulators (second pass) stays in L1 while a tile's rows stream through;
-    the second pass re-reads the tile from L2, never from memory.  Both passes
+    columns in blocks of COL_BLOCK, so that the block of v (first pass) and
+    of the column accumulators (second pass) stays in L1 while a tile's rows
+    stream through; the second pass re-reads the tile from L2, never from
+    memory.  Both passes
     work on groups of ``tile_rows`` (8 or 4) rows, so each load of v and each
     load/store of an accumulator serves the whole group; a chunk's first tile
     stores its accumulators (no zeroing pass).
