@@ -56,7 +56,7 @@ carries, rescan of every tile).
 """
 import numpy as np
 
-from . import _checks, _config, _dispatch
+from . import _checks, _dispatch
 from ._checks import float_dtype_of
 
 __all__ = [
@@ -167,14 +167,7 @@ def _scan(x, gamma, dones, reverse, name="x"):
         N = x.shape[-1]
         B = x.size // N if N else (x.shape[0] if x.ndim == 2 else 1)
         out = np.empty(x.shape, x.dtype)
-        n = B * N
-        if n and n < _config.SCAN_MIN_THREAD_WORK and N <= _config.SCAN_CHUNK:
-            # ``run_scan``'s first case (one task per row, one thread),
-            # called directly: a Python call less matters when cold
-            bad = backend.scan_rows_serial(x.ravel(), gamma, None, reverse, B, out.reshape(-1))
-        else:
-            bad = n and backend.run_scan(x.ravel(), gamma, None, reverse, B, N, out.reshape(-1))
-        if bad:
+        if B * N and backend.run_scan(x.ravel(), gamma, None, reverse, B, N, out.reshape(-1)):
             _raise_nonfinite(backend, [(name, x.ravel())], x.dtype, "the discounted sums")
         return out, False, "cpu", backend
     device = _device(x=x, dones=dones)

@@ -303,20 +303,18 @@ def _scan_group(grp, x, gamma, dones, reverse, N, L, carry, lim, out):
 
 
 @njit(**JIT_OPTIONS)
-def _scan_rows4(x, gamma, dones, reverse, N, r0, r1, lim, out):
-    """Scan rows r0..r1-1 (r1 - r0 a multiple of four), whole rows of N
-    positions from 0, four in lockstep; returns 0 iff every value stored is
-    finite (as ``_scan_group``).  The groups' loop is this function's own, with
-    each group's offsets computed directly: ``scan_rows_serial`` at (8192,
-    16) took 92 us through ``_scan_group`` per group (its per-segment
-    bookkeeping, and a loop LLVM compiled about twice as slow behind the
-    group's bounds test) against 34 us here.  A float32 ``out`` is read
-    back once, after all groups (one vectorised pass over rows still in
-    cache, not one per group)."""
+def _scan_rows4(x, gamma, dones, reverse, N, r0, r4, lim, out):
+    """Rows r0..r4-1 (r4 - r0 a multiple of four) of :func:`_scan_rows`,
+    four in lockstep; returns the count of groups whose last values are not
+    finite.  The groups' loop is this function's own, with each group's
+    offsets computed directly, and its bounds come from the caller: the
+    same loop ran about twice as slow behind a bounds test or a remainder
+    computed in the same function, and through ``_scan_group`` per group
+    (``scan_rows_serial`` at (8192, 16): 92 or 60-67 us against 34 us)."""
     st = -1 if reverse else 1
     off = N - 1 if reverse else 0
     bad = 0
-    for s0 in range(r0, r1, LANES):
+    for s0 in range(r0, r4, LANES):
         b0 = s0 * N + off
         b1 = b0 + N
         b2 = b1 + N
@@ -328,6 +326,23 @@ def _scan_rows4(x, gamma, dones, reverse, N, r0, r1, lim, out):
                                         g0, g1, g2, g3, y0, y1, y2, y3)
         ok = abs(y0) < lim and abs(y1) < lim and abs(y2) < lim and abs(y3) < lim
         bad += 0 if ok else 1
+    return bad
+
+
+@njit(**JIT_OPTIONS)
+def _scan_rows(x, gamma, dones, reverse, N, r0, r1, lim, out):
+    """Scan rows r0..r1-1, whole rows of N positions from 0: four in
+    lockstep (:func:`_scan_rows4`), the last (r1 - r0) % 4 one by one;
+    returns 0 iff every value stored is finite (as ``_scan_group``).  A
+    float32 ``out`` is read back once, after all rows (one vectorised pass
+    over rows still in cache, not one per group)."""
+    r4 = r1 - (r1 - r0) % LANES
+    bad = _scan_rows4(x, gamma, dones, reverse, N, r0, r4, lim, out)
+    st = -1 if reverse else 1
+    off = N - 1 if reverse else 0
+    for r in range(r4, r1):
+        y = _run(x, dones, out, gamma[r], r * N + off, st, reverse, 0, N, 0.0)
+        bad += 0 if abs(y) < lim else 1
     if bad == 0 and not _stored_float32_range_finite(out, r0 * N, r1 * N):
         bad = 1
     return bad
@@ -356,18 +371,14 @@ def scan_chunks(x, gamma, dones, reverse, N, L, carry, lim, out):
     """
     B = gamma.shape[0]
     if carry is None:
-        # whole rows: tasks of ``_ROW_TASK_ENTRIES`` entries or more, each
-        # looping over its groups of four rows in ``_scan_rows4`` (not one
-        # ``_scan_group`` call per group); the last B % 4 rows by
-        # ``_scan_group``
-        B4 = B - B % LANES
+        # whole rows: tasks of ``_ROW_TASK_ENTRIES`` entries or more (a
+        # multiple of four rows), each looping over its rows in ``_scan_rows``
+        # (not one ``_scan_group`` call per group of four)
         rb = max(LANES, _ROW_TASK_ENTRIES // max(N, 1) // LANES * LANES)
         bad = 0
-        for t in prange((B4 + rb - 1) // rb):
-            bad += _scan_rows4(x, gamma, dones, reverse, N, t * rb, min(B4, (t + 1) * rb),
-                               lim, out)
-        for grp in range(B4 // LANES, (B + LANES - 1) // LANES):
-            bad += _scan_group(grp, x, gamma, dones, reverse, N, L, carry, lim, out)
+        for t in prange((B + rb - 1) // rb):
+            bad += _scan_rows(x, gamma, dones, reverse, N, t * rb, min(B, (t + 1) * rb), lim,
+                              out)
         return bad
     nc = carry.shape[1]
     ng = (B * nc + LANES - 1) // LANES
@@ -415,12 +426,7 @@ def scan_rows_serial(x, gamma, dones, reverse, B, out):
     other work, bench_scan.py section 2)."""
     g = _per_row(gamma, B)
     N = out.shape[0] // B
-    lim = _limit(out)
-    B4 = B - B % LANES
-    bad = _scan_rows4(x, g, dones, reverse, N, 0, B4, lim, out)
-    for grp in range(B4 // LANES, (B + LANES - 1) // LANES):  # the last rows
-        bad += _scan_group(grp, x, g, dones, reverse, N, N, None, lim, out)
-    return bad
+    return _scan_rows(x, g, dones, reverse, N, 0, B, _limit(out), out)
 
 
 def scan_rows(x, gamma, dones, reverse, N, lim, out):
@@ -599,9 +605,11 @@ def run_scan(x, gamma, dones, reverse, B, N, out):
     is 0 iff every value of out is finite (non-zero when the input has
     NaN/inf or a sum overflows out's dtype).  gamma: (B,) float64, or (on
     the CPU) a float for every row."""
-    nc, L = layout(B, N)
-    if nc == 1 and B * N < _config.SCAN_MIN_THREAD_WORK:
+    if B * N < _config.SCAN_MIN_THREAD_WORK and N <= _config.SCAN_CHUNK:
+        # one task per row (``layout``: nc = 1), one thread; tested first,
+        # without ``layout``'s call: a short call costs little also cold
         return scan_rows_serial(x, gamma, dones, reverse, B, out)
+    nc, L = layout(B, N)
     if not isinstance(gamma, np.ndarray):
         gamma = np.full(B, gamma)
     lim = overflow_limit(out.dtype)
