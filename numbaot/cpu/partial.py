@@ -69,7 +69,6 @@ from .. import _config
 from .._config import (
     COL_BLOCK,
     JIT_OPTIONS,
-    KNOPP_ROWS_MAX_BYTES,
     PARTIAL_SUM_FLOOR,
     ROW_SUM_FLOOR,
 )
@@ -129,29 +128,20 @@ def partial_fused_pass(K0, a, v, scal, active, n_chunks, chunk_rows, Q, u, q):
     the same tile re-read from L1/L2 for the column accumulation, problem by
     problem (``numbaot.cpu.sinkhorn``'s row helpers; a chunk's first tile
     stores its accumulators): K0 streams from memory once for all problems.
-    A narrow K0 (four rows within ``_config.KNOPP_ROWS_MAX_BYTES``) of one
-    problem is swept as by ``knopp_fused_pass``: whole rows of a chunk, four
-    at a time (``_small.knopp_rows``); a batch keeps the tiles (its rows
-    re-read from L1 for each problem, not from L2: 1.3-1.5x at 512^2).
+    (``knopp_fused_pass``'s row sweep of a narrow K was measured here too:
+    1.06x per iteration at 512^2 and 1.14x at 1024^2, for 0.9 s more on the
+    first call of a 400^2 problem, 7.6 -> 8.5 s; not kept.)
     """
     n, m = K0.shape
     n_hists = v.shape[0]
     shared_a = a.shape[0] == 1
     R = tile_rows(m, K0.itemsize)
-    # one problem only: a batch re-reads each tile per problem from L1
-    rows4 = n_hists == 1 and 4 * m * K0.itemsize <= KNOPP_ROWS_MAX_BYTES
     for ch in prange(n_chunks):
         i0 = ch * chunk_rows
         i1 = min(n, i0 + chunk_rows)
         Qc = Q[ch]
-        if i1 <= i0 or rows4:
+        if i1 <= i0:
             Qc[:, :] = 0.0
-        if rows4:  # narrow K0: whole rows, four at a time (as knopp_fused_pass)
-            for k in range(n_hists):
-                if active[k]:
-                    knopp_rows(K0, a, 0 if shared_a else k, v, u, Qc, k, scal[k, 1],
-                               np.bool_(True), np.int64(i0), np.int64(i1))
-            continue
         s = np.empty(R)
         w = np.empty(R)
         for t0 in range(i0, i1, R):
