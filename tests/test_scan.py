@@ -172,10 +172,10 @@ def test_one_thread_path_equals_parallel_path(dtype, masked, rng, monkeypatch):
 @pytest.mark.parametrize("masked", [False, True])
 def test_many_row_tasks(dtype, masked, rng, monkeypatch):
     """The parallel path of whole rows splits them into tasks of at least
-    2^14 entries (groups of four rows each); 4099 rows of 16 make five
-    tasks and a last row outside the groups: the same bits as the one-thread
-    path, the plain loops' values, and a float32 overflow in one row of a
-    middle task still raises."""
+    2^14 entries (1024 rows of 16, four at a time); 4099 rows make five
+    tasks, the last of three rows scanned one by one: the same bits as the
+    one-thread path, the plain loops' values, and a float32 overflow in one
+    row of a middle task still raises."""
     x = rng.normal(size=(4099, 16)).astype(dtype)
     d = rng.random(x.shape) < 0.1 if masked else None
     g = rng.uniform(0.5, 1.0, 4099)
