@@ -725,10 +725,20 @@ def _is_small(dim_a, dim_b, log_domain, n_hists=1):
     return dim_a * dim_b * n_hists <= bound
 
 
+#: small -> {name: the kernel each launcher calls}: the serial twins for a
+#: small problem, else the parallel kernels
+_KERNELS_BY_SIZE = {small: {name: pair[small] for name, pair in _KERNELS.items()}
+                    for small in (False, True)}
+
+
 def _kernels(small):
-    """name -> the kernel each launcher calls: the serial twins for a small
-    problem, else the parallel kernels."""
-    return {name: pair[bool(small)] for name, pair in _KERNELS.items()}
+    """name -> the kernel each launcher calls (:data:`_KERNELS_BY_SIZE`)."""
+    return _KERNELS_BY_SIZE[bool(small)]
+
+
+#: dtype -> half its smallest subnormal: the zero of the failure test
+_ZERO_BELOW = {np.dtype(t): float(np.finfo(t).smallest_subnormal) / 2
+               for t in (np.float32, np.float64)}
 
 
 # --------------------------------------------------------------------------
@@ -798,7 +808,7 @@ class PartialState(_Batch):
         self.scal = np.zeros((n_hists, 3))  # s, s_prev, broken
         self.scal[:, 0] = ratio
         self.scal[:, 1] = ratio
-        self.zero_below = float(np.finfo(dt).smallest_subnormal) / 2
+        self.zero_below = _ZERO_BELOW[dt]
         # problem k's K0 is ratio_k K0: its smallest entry, and whether all
         # of it is zero in the dtype (m_k = 0: POT's first iterate is NaN)
         self.kmin = float(K0.min()) * ratio
