@@ -222,6 +222,37 @@ def _col_lse(M, c, u, k, j):
 
 
 @njit(**_SER)
+def _first_vnext(M, c, u, logb, k, vnext):
+    """vnext[k, j] = logb[k, j] - LSE_i (c M[i, j] + u[k, i]) for every
+    column (-inf where logb is): :func:`_col_lse` of each column, swept
+    row by row so that the loops run along the rows of M and vectorise
+    across the columns (the same maxima and the same sums, each column's
+    summed in row order: the same bits); a column at a time read M with a
+    stride of a row and stayed scalar (18 of a 64^2 call's 24 µs)."""
+    n, m = M.shape
+    mx = np.empty(m)
+    s = np.empty(m)
+    for j in range(m):
+        mx[j] = -np.inf
+        s[j] = 0.0
+    for i in range(n):
+        uki = u[k, i]
+        for j in range(m):
+            mx[j] = max(mx[j], c * M[i, j] + uki)
+    for i in range(n):
+        uki = u[k, i]
+        for j in range(m):
+            s[j] += fast_exp(c * M[i, j] + uki - mx[j])
+    for j in range(m):
+        if logb[k, j] == -np.inf:
+            vnext[k, j] = -np.inf
+        elif mx[j] == -np.inf:
+            vnext[k, j] = np.inf  # logb - LSE over an empty column (-inf)
+        else:
+            vnext[k, j] = logb[k, j] - (mx[j] + math.log(s[j]))
+
+
+@njit(**_SER)
 def row_exp_sum(M, i, c, v, k, sh, E, r):
     """E[r, j] = exp(c M_ij + v_kj - sh); returns their sum."""
     S = 0.0
@@ -268,8 +299,7 @@ def log_small_run(M, c, loga, logb, b, u, v, q, numItermax, stopThr, errs, n_err
         for i in range(n):
             ea[ka, i] = math.exp(loga[ka, i])
     for k in range(P):
-        for j in range(m):
-            vnext[k, j] = logb[k, j] - _col_lse(M, c, u, k, j) if logb[k, j] > -np.inf else -np.inf
+        _first_vnext(M, c, u, logb, k, vnext)
         n_errs[k] = 0
         niter[k] = 0
         converged[k] = False
@@ -298,8 +328,8 @@ def log_small_run(M, c, loga, logb, b, u, v, q, numItermax, stopThr, errs, n_err
                     s = row_exp_sum(M, i, c, v, k, mx, E, np.int64(0))
                 if not s > ROW_SUM_FLOOR:
                     mx = -np.inf
-                    for j in range(m):
-                        mx = max(mx, c * M[i, j] + v[k, j])
+                    for j in range(m):  # fmax: a reduction that vectorises
+                        mx = fmax(mx, c * M[i, j] + v[k, j])
                     s = row_exp_sum(M, i, c, v, k, mx, E, np.int64(0))
                 u[k, i] = la - mx - math.log(s)
                 alpha = ea[ka, i] / s
