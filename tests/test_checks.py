@@ -383,3 +383,57 @@ def test_mixed_host_and_gpu_arrays_are_refused_with_a_clear_error(where):
     args[where] = _FakeDeviceArray()
     with pytest.raises(TypeError, match=rf"^{where} on the GPU but .* on the host"):
         numbaot.sinkhorn(args["a"], args["b"], args["M"], 0.1)
+
+
+# ---------------------------------------------------------------------------
+# prepare_problem's route for plain inputs
+# ---------------------------------------------------------------------------
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("layout", ["C", "F"])
+def test_plain_route_gives_the_full_checks_problem(dtype, layout, monkeypatch):
+    """Host arrays of one float dtype with 1-D weights are checked by a few
+    reductions (``numbaot._checks._plain_problem``): the Problem is the one
+    the full checks build, field by field (a zero weight included)."""
+    import dataclasses
+
+    from numbaot import _checks
+
+    a, b, M = (x.astype(dtype) for x in make_problem(6, 9, seed=4))
+    a[2] = 0.0
+    M = np.asarray(M, order=layout)
+    assert _checks._plain_problem(a, b, M) is not None
+    P1 = _checks.prepare_problem(a, b, M)
+    monkeypatch.setattr(_checks, "_plain_problem", lambda *args: None)
+    P2 = _checks.prepare_problem(a, b, M)
+    for field in dataclasses.fields(_checks.Problem):
+        x1, x2 = getattr(P1, field.name), getattr(P2, field.name)
+        if isinstance(x2, np.ndarray):
+            assert x1.dtype == x2.dtype and x1.shape == x2.shape and x1.flags.c_contiguous
+            np.testing.assert_array_equal(x1, x2)
+        elif field.name == "like":
+            assert x1 is x2
+        else:
+            assert type(x1) is type(x2) and x1 == x2, field.name
+    assert P1.M is M if layout == "C" else P1.M is not M  # no copy unless needed
+
+
+def test_plain_route_declines_what_it_does_not_check(problem):
+    """Anything but valid plain input takes the full checks (which raise,
+    or accept lists, batches, integer or mixed dtypes)."""
+    from numbaot import _checks
+
+    a, b, M = problem
+    assert _checks._plain_problem(a, b, M) is not None
+    Mn, Mi, an, az = M.copy(), M.copy(), a.copy(), np.zeros_like(a)
+    Mn[0, 1] = np.nan
+    Mi[1, 0] = -np.inf
+    an[0] = np.nan
+    declined = [
+        (a, b.astype(np.float32), M), (a, b, M.astype(np.float32)), (a, b, M.astype(np.int64)),
+        (a.astype(np.float16), b.astype(np.float16), M.astype(np.float16)),
+        (a[:, None], b[:, None], M), (a, np.stack([b, b], 1), M), (a[:-1], b, M),
+        (a, b[:-1], M), (np.empty(0), b, M), (a, b, M[:, :, None]), (a, b, Mn), (a, b, Mi),
+        (an, b, M), (-a, b, M), (az, b, M), (a, np.full_like(b, np.inf), M),
+    ]
+    for args in declined:
+        assert _checks._plain_problem(*args) is None

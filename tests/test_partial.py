@@ -459,63 +459,6 @@ def test_small_paths_match_the_parallel_kernels(kind, shape, monkeypatch):
     assert l1["partial_w_dist"] == pytest.approx(l2["partial_w_dist"], rel=1e-13)
 
 
-@pytest.mark.parametrize("kind", ["exp", "log"])
-@pytest.mark.parametrize("dtype", [np.float64, np.float32])
-@pytest.mark.parametrize("case", ["m", "m_none", "m_bound", "a_zero", "verbose", "int_reg"])
-def test_plain_validation_is_the_full_validation(kind, dtype, case, monkeypatch):
-    """A plain problem (NumPy arrays of one float dtype, 1-D weights, m None
-    or a number) is validated by a few reductions
-    (``numbaot.partial._plain_problem``) instead of ``numbaot._checks``:
-    the same problem reaches the solver, so the same bits, log and printed
-    text (the verbose table, POT's failure message) as through the full
-    validation; m equal to the bound is accepted by both."""
-    a, b, M = _problem(9, 14, seed=3, dtype=dtype)
-    reg = 0.1
-    kw = dict(m=0.5, numItermax=55, log=True)
-    if case == "m_none":
-        kw["m"] = None
-    elif case == "m_bound":
-        kw["m"] = float(min(a.sum(), b.sum()))
-    elif case == "a_zero":
-        a[2] = 0.0  # POT fails (a zero in u) or warns: test_failures_like_pot_*
-    elif case == "verbose":
-        kw["verbose"] = True
-    elif case == "int_reg":
-        reg = 1
-    plain = npar._plain_problem(a, b, M, reg, kw["m"], kw["numItermax"], 1e-100)
-    assert plain is not None
-    fn = SOLVERS[kind][1]
-    (g1, l1), out1, msgs1 = _run(fn, a, b, M, reg, **kw)
-    monkeypatch.setattr(npar, "_plain_problem", lambda *args: None)
-    (g2, l2), out2, msgs2 = _run(fn, a, b, M, reg, **kw)
-    assert out1 == out2 and msgs1 == msgs2
-    if case == "verbose":
-        assert "It." in out1
-    np.testing.assert_array_equal(g1, g2)
-    assert g1.dtype == g2.dtype == dtype
-    assert l1["err"] == l2["err"]
-    assert [type(e) for e in l1["err"]] == [type(e) for e in l2["err"]]
-    np.testing.assert_array_equal(l1["partial_w_dist"], l2["partial_w_dist"])
-    assert type(l1["partial_w_dist"]) is type(l2["partial_w_dist"])
-
-
-def test_plain_validation_declines_what_it_does_not_check():
-    """Anything but a plain problem with valid values goes to the full
-    validation (which raises, or takes lists, batches, other dtypes)."""
-    a, b, M = _problem(4, 5, seed=1)
-    ok = npar._plain_problem(a, b, M, 0.1, None, 10, 0.0)
-    assert ok is not None and ok[0].n_hists == 0 and ok[2].tolist() == [min(a.sum(), b.sum())]
-    Mn = M.copy()
-    Mn[0, 1] = np.inf
-    bad = [(list(a), b, M, 0.1, None), (a, b.astype(np.float32), M, 0.1, None),
-           (a, np.stack([b, b], 1), M, 0.1, None), (a, b, Mn, 0.1, None),
-           (-a, b, M, 0.1, None), (a, b, M, 0.1, 0.0), (a, b, M, 0.1, -0.1),
-           (a, b, M, 0.1, np.nan), (a, b, M, 0.1, 2.0), (a, b, M, 0.1, True),
-           (a, b, M, 0.1, [0.1]), (a, b, M, 0.0, None), (a, b, M, np.nan, None)]
-    for args in bad:
-        assert npar._plain_problem(*args, 10, 0.0) is None, args
-
-
 # ---------------------------------------------------------------------------
 # paired batches (numbaot's own: POT solves one problem per call), each
 # problem against POT run on it alone

@@ -28,7 +28,6 @@ Arrays are problem-major, float64 vectors: ``u`` (n_problems, dim_a), ``v``
 ``M`` (dim_a, dim_b) is float32 or float64 and only read.
 """
 import math
-import types
 
 import numpy as np
 from numba import njit
@@ -519,21 +518,3 @@ def log_small_call(M, flat, a, b, reg, numItermax, stopThr, mass_tol, scale_max,
                 plan[i, j] = e
     return True, niter[0], n_errs[0], conv[0], acc
 
-
-# --------------------------------------------------------------------------
-# outputs: serial twins of numbaot.cpu.sinkhorn's parallel plan/loss kernels
-# (the same source compiled without ``parallel``: ``prange`` runs as
-# ``range``, the results are the same bits)
-# --------------------------------------------------------------------------
-def serial_twin(kernel):
-    """``kernel`` (a ``parallel=True`` dispatcher) compiled serially, as a
-    function of its own name ``<name>_serial``: Numba's disk cache keys a
-    function by its qualified name, line and bytecode, not by its flags, so
-    the same function compiled twice would share (and overwrite) one cache
-    entry of the parallel and the serial code."""
-    f = kernel.py_func
-    g = types.FunctionType(f.__code__, f.__globals__, f.__name__ + "_serial", f.__defaults__,
-                           f.__closure__)
-    g.__qualname__ = f.__qualname__ + "_serial"
-    g.__module__, g.__doc__ = f.__module__, f.__doc__
-    return njit(**_SER)(g)

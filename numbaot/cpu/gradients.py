@@ -22,6 +22,8 @@ LAUNCHERS = tuple(__all__)
 def _xlogy_sum(w, logw):
     """sum_i w_i * logw_i with 0 * (-inf) = 0."""
     mask = w > 0
+    if mask.all():  # the same sum without the copies
+        return float(np.add.reduce(w * logw))
     return float(np.sum(w[mask] * logw[mask]))
 
 
@@ -53,18 +55,21 @@ def log_scalings(st, dtype):
     return np.ascontiguousarray(lu), np.ascontiguousarray(lv)
 
 
-def plan_and_value(M, c, lu, lv):
+def plan_and_value(M, c, lu, lv, small=False):
     """Plans exp(c M + lu_k 1^T + 1 lv_k^T) of every problem, float64
     (K, n, m), and the float64 array (K,) of sum_ij P_ij (lu_i + lv_j) =
     sum_i r_i lu_i + sum_j col_j lv_j with r, col the plan's marginals
-    (0 log 0 = 0), i.e. (<P, M> + reg sum P log P) / reg."""
+    (0 log 0 = 0), i.e. (<P, M> + reg sum P log P) / reg.  ``small``: the
+    plans by the serial twin of the kernel (the same bits, no parallel
+    region: a small problem's)."""
     Mf = np.ascontiguousarray(M, dtype=np.float64)
     K = lu.shape[0]
     plans = np.empty((K,) + Mf.shape)
     vals = np.empty(K)
+    gibbs = cpu_sinkhorn.gibbs_kernel_serial if small else cpu_sinkhorn.gibbs_kernel
     for k in range(K):
         plan = plans[k]
-        cpu_sinkhorn.gibbs_kernel(Mf, c, lu[k], lv[k], plan)
+        gibbs(Mf, c, lu[k], lv[k], plan)
         vals[k] = _xlogy_sum(plan.sum(1), lu[k]) + _xlogy_sum(plan.sum(0), lv[k])
     return plans, vals
 
@@ -79,6 +84,10 @@ def centred(x, scale, out=None, col0=0):
     """Column col0 + k of ``out`` (dim, >= K) = scale * (x[k] - the mean of
     its finite entries), the non-finite entries taken as 0 (x (K, dim)).
     Returns ``out``; without it a new float64 (dim, K) array."""
+    if out is None and np.isfinite(x).all():
+        # every row at once (each row's mean is its own pairwise sum / dim,
+        # as x[k].mean(): the same values)
+        return (scale * (x - np.add.reduce(x, axis=1, keepdims=True) / x.shape[1])).T
     rows = [_centred_row(x[k], scale) for k in range(x.shape[0])]
     if out is None:
         return np.stack(rows).T

@@ -81,10 +81,13 @@ from .sinkhorn import (
     gibbs_kernel,
     gibbs_kernel_serial,
     gibbs_loss,
+    gibbs_loss_serial,
     log_col_lse,
     merge_chunks,
     scaled_loss,
+    scaled_loss_serial,
     scaled_plan,
+    scaled_plan_serial,
     tile_rows,
 )
 
@@ -584,8 +587,6 @@ partial_fused_err_pass_serial = serial_twin(partial_fused_err_pass,
                                             merge_chunks=_merge_chunks_serial)
 partial_err2_serial = serial_twin(partial_err2)
 partial_run_serial = serial_twin(partial_run, partial_fused_pass=partial_small_pass)
-_scaled_plan_serial = serial_twin(scaled_plan)
-_scaled_loss_serial = serial_twin(scaled_loss)
 partial_log_fused_pass_serial = serial_twin(partial_log_fused_pass,
                                             merge_chunks=_merge_chunks_serial)
 _log_col_lse_serial = serial_twin(log_col_lse)
@@ -593,7 +594,6 @@ partial_log_run_serial = serial_twin(partial_log_run,
                                      partial_log_fused_pass=partial_log_fused_pass_serial,
                                      log_col_lse=_log_col_lse_serial)
 partial_log_err2_serial = serial_twin(partial_log_err2)
-_gibbs_loss_serial = serial_twin(gibbs_loss)
 
 
 @njit(**_SER)
@@ -707,15 +707,15 @@ _KERNELS = {
     "run": (partial_run, partial_run_serial),
     "err_pass": (partial_fused_err_pass, partial_fused_err_pass_serial),
     "err2": (partial_err2, partial_err2_serial),
-    "plan": (scaled_plan, _scaled_plan_serial),
+    "plan": (scaled_plan, scaled_plan_serial),
     "plans": (partial_plans, serial_twin(partial_plans)),
-    "loss": (scaled_loss, _scaled_loss_serial),
+    "loss": (scaled_loss, scaled_loss_serial),
     "log_run": (partial_log_run, partial_log_run_serial),
     "log_col_lse": (log_col_lse, _log_col_lse_serial),
     "log_err2": (partial_log_err2, partial_log_err2_serial),
     "gibbs": (gibbs_kernel, gibbs_kernel_serial),
     "log_plans": (partial_log_plans, serial_twin(partial_log_plans)),
-    "gibbs_loss": (gibbs_loss, _gibbs_loss_serial),
+    "gibbs_loss": (gibbs_loss, gibbs_loss_serial),
 }
 
 

@@ -105,11 +105,6 @@ def gibbs_kernel(M, c, f, g, out):
             out[i, j] = fast_exp(c * M[i, j] + fi + g[j])
 
 
-#: ``gibbs_kernel`` on the calling thread (small problems: no parallel
-#: region; ``numbaot.cpu.serial_twin``)
-gibbs_kernel_serial = serial_twin(gibbs_kernel)
-
-
 @njit(**_PAR)
 def scaled_plan(Kmat, u, v, out):
     """out[i, j] = u[i] * K[i, j] * v[j]."""
@@ -170,11 +165,13 @@ def gibbs_loss(M, c, f, g, n_chunks, chunk_rows, out):
     _sum_chunk_parts(part, out)
 
 
-#: serial twins for the small-problem path (``_small``): no parallel region
-_gibbs_kernel_ser = _small.serial_twin(gibbs_kernel)
-_scaled_plan_ser = _small.serial_twin(scaled_plan)
-_scaled_loss_ser = _small.serial_twin(scaled_loss)
-_gibbs_loss_ser = _small.serial_twin(gibbs_loss)
+#: the output kernels on the calling thread (``numbaot.cpu.serial_twin``), for
+#: small problems (no parallel region) here and in ``numbaot.cpu.partial``
+#: and ``numbaot.cpu.gradients``
+gibbs_kernel_serial = serial_twin(gibbs_kernel)
+scaled_plan_serial = serial_twin(scaled_plan)
+scaled_loss_serial = serial_twin(scaled_loss)
+gibbs_loss_serial = serial_twin(gibbs_loss)
 
 
 # --------------------------------------------------------------------------
@@ -1264,7 +1261,7 @@ def knopp_loss(st):
     _knopp_prepare(st)
     u, v = knopp_scalings(st)
     loss = np.empty(u.shape[0])
-    kernel = _scaled_loss_ser if st.small else scaled_loss
+    kernel = scaled_loss_serial if st.small else scaled_loss
     kernel(st.Kmat, st.M, u, v, st.n_chunks, st.chunk_rows, loss)
     return loss
 
@@ -1274,7 +1271,7 @@ def knopp_plan(st):
     _knopp_prepare(st)
     u, v = knopp_scalings(st)
     plan = np.empty(st.Kmat.shape, dtype=st.Kmat.dtype)
-    (_scaled_plan_ser if st.small else scaled_plan)(st.Kmat, u[0], v[0], plan)
+    (scaled_plan_serial if st.small else scaled_plan)(st.Kmat, u[0], v[0], plan)
     return plan
 
 
@@ -1443,7 +1440,7 @@ def log_loss(st):
     """<plan_k, M>_F of every problem, host array (n_problems,), float64."""
     u, v = log_potentials(st)
     loss = np.empty(u.shape[0])
-    (_gibbs_loss_ser if st.small else gibbs_loss)(st.M, st.c, u, v, st.n_chunks,
+    (gibbs_loss_serial if st.small else gibbs_loss)(st.M, st.c, u, v, st.n_chunks,
                                                    st.chunk_rows, loss)
     return loss
 
@@ -1453,7 +1450,7 @@ def log_plan(st):
     (dim_a, dim_b), dtype of M."""
     u, v = log_potentials(st)
     plan = np.empty(st.M.shape, dtype=st.M.dtype)
-    (_gibbs_kernel_ser if st.small else gibbs_kernel)(st.M, st.c, u[0], v[0], plan)
+    (gibbs_kernel_serial if st.small else gibbs_kernel)(st.M, st.c, u[0], v[0], plan)
     return plan
 
 
