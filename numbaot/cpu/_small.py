@@ -33,9 +33,12 @@ import numpy as np
 from numba import njit
 
 from .._config import JIT_OPTIONS, ROW_SUM_FLOOR, UNDERFLOW_RTOL
-from ._math import fast_exp, fast_exp_ftz, fmax, fmin
+from ._math import fast_exp, fast_exp_ftz, fast_log, fmax, fmin
 
 _SER = dict(JIT_OPTIONS)
+
+#: the smallest normal float64 (``fast_log``'s domain starts there)
+_NORMAL_MIN = 2.2250738585072014e-308
 
 #: the status codes of a finished run (``numbaot._loops.knopp_report``)
 RAN_OUT, CONVERGED, FAILED = 0, 1, 2
@@ -291,6 +294,13 @@ def log_small_run(M, c, loga, logb, b, u, v, q, numItermax, stopThr, errs, n_err
     tiny = UNDERFLOW_RTOL
     vnext = np.empty((P, m))
     E = np.empty((1, m))
+    # per row: the sum s and shift of its exponentials; per column: log q.
+    # Their logarithms are taken after the sweep in loops that vectorise
+    # (fast_log): a libm log per row and per column cost a quarter of an
+    # iteration at 64^2
+    rs = np.empty(n)
+    rsh = np.empty(n)
+    lq = np.empty(m)
     # exp(log a_i), the row weights of the column sums, once (not a libm
     # exp per row and iteration)
     ea = np.empty(loga.shape)
@@ -319,7 +329,8 @@ def log_small_run(M, c, loga, logb, b, u, v, q, numItermax, stopThr, errs, n_err
             for i in range(n):
                 la = loga[ka, i]
                 if la == -np.inf:
-                    u[k, i] = -np.inf
+                    rs[i] = 1.0
+                    rsh[i] = np.inf  # u = -inf below
                     continue
                 s = 0.0
                 mx = la - u[k, i] + dv_max
@@ -330,15 +341,21 @@ def log_small_run(M, c, loga, logb, b, u, v, q, numItermax, stopThr, errs, n_err
                     for j in range(m):  # fmax: a reduction that vectorises
                         mx = fmax(mx, c * M[i, j] + v[k, j])
                     s = row_exp_sum(M, i, c, v, k, mx, E, np.int64(0))
-                u[k, i] = la - mx - math.log(s)
+                rs[i] = s  # in [ROW_SUM_FLOOR, m]: fast_log's domain
+                rsh[i] = mx - la
                 alpha = ea[ka, i] / s
                 for j in range(m):
                     q[k, j] += E[0, j] * alpha
+            for i in range(n):
+                u[k, i] = -rsh[i] - fast_log(rs[i])
+            # log q where it is a normal number (fast_log's domain)
+            for j in range(m):
+                lq[j] = fast_log(max(q[k, j], _NORMAL_MIN))
             for j in range(m):
                 if logb[k, j] == -np.inf:
                     vnext[k, j] = -np.inf
-                elif q[k, j] > tiny * b[k, j]:
-                    vnext[k, j] = logb[k, j] - math.log(q[k, j]) + v[k, j]
+                elif q[k, j] > tiny * b[k, j] and q[k, j] >= _NORMAL_MIN:
+                    vnext[k, j] = logb[k, j] - lq[j] + v[k, j]
                 else:
                     vnext[k, j] = logb[k, j] - _col_lse(M, c, u, k, j)
             niter[k] = ii
