@@ -125,7 +125,7 @@ def _check_1d(w, name):
 
 def _kl_weights(a, b):
     """POT's stabilisation of the KL value for zero masses (and its message)."""
-    if np.any(a == 0) or np.any(b == 0):
+    if (a == 0).any() or (b == 0).any():
         a = a + 1e-15 * np.min(a)
         b = b + 1e-15 * np.min(b)
         print("Warning: a or b has 0 mass, adding small mass to avoid NaN in KL divergence.")
@@ -177,11 +177,19 @@ def _balanced_values(M, plan, lu, lv, a, b, reg, reg_type, device):
     lu = np.asarray(_dispatch.to_host(lu), dtype=np.float64)
     lv = np.asarray(_dispatch.to_host(lv), dtype=np.float64)
     ra, cb = rows > 0, cols > 0
-    neg_ent = float(np.sum(rows[ra] * lu[ra]) + np.sum(cols[cb] * lv[cb]) - value_linear / reg)
+    neg_ent = float(_sum_over(rows, lu, ra) + _sum_over(cols, lv, cb) - value_linear / reg)
     if reg_type == "kl":
         a, b = _kl_weights(a, b)
-        neg_ent -= float(np.sum(rows[ra] * np.log(a[ra])) + np.sum(cols[cb] * np.log(b[cb])))
+        neg_ent -= float(_sum_over(rows, a, ra, np.log) + _sum_over(cols, b, cb, np.log))
     return value_linear, value_linear + reg * neg_ent
+
+
+def _sum_over(w, x, mask, f=None):
+    """np.sum(w[mask] * f(x[mask])) (f = identity by default), without the
+    copies when every entry counts (the same sum)."""
+    if not mask.all():
+        w, x = w[mask], x[mask]
+    return np.add.reduce(w * (x if f is None else f(x)))
 
 
 def solve(M, a=None, b=None, reg=None, c=None, reg_type="KL", unbalanced=None,
