@@ -224,34 +224,38 @@ def _col_lse(M, c, u, k, j):
 
 
 @njit(**_SER)
-def _first_vnext(M, c, u, logb, k, vnext):
-    """vnext[k, j] = logb[k, j] - LSE_i (c M[i, j] + u[k, i]) for every
-    column (-inf where logb is): :func:`_col_lse` of each column, swept
-    row by row so that the loops run along the rows of M and vectorise
-    across the columns (the same maxima and the same sums, each column's
-    summed in row order: the same bits); a column at a time read M with a
-    stride of a row and stayed scalar (18 of a 64^2 call's 24 µs)."""
+def col_lse(M, c, u, out):
+    """out[k, j] = LSE_i (c M[i, j] + u[k, i]) for every problem k and
+    column j (``numbaot.cpu.sinkhorn.log_col_lse`` on the calling thread):
+    the column maxima in one sweep of the rows, then the shifted
+    exponentials in a second, so that the loops run along the rows of M and
+    vectorise across the columns (each column summed in row order, as
+    :func:`_col_lse`: the same bits; a column at a time read M with the
+    stride of a row and stayed scalar, 18 of a 64^2 ``sinkhorn_log`` call's
+    24 µs); -inf for a column of -inf terms.  The one-call log-domain
+    solvers' first column update (balanced and unbalanced)."""
     n, m = M.shape
+    K = u.shape[0]
     mx = np.empty(m)
-    s = np.empty(m)
-    for j in range(m):
-        mx[j] = -np.inf
-        s[j] = 0.0
-    for i in range(n):
-        uki = u[k, i]
+    sm = np.empty(m)
+    for k in range(K):
         for j in range(m):
-            mx[j] = max(mx[j], c * M[i, j] + uki)
-    for i in range(n):
-        uki = u[k, i]
+            mx[j] = -np.inf
+            sm[j] = 0.0
+        for i in range(n):
+            g = u[k, i]
+            for j in range(m):
+                mx[j] = max(mx[j], c * M[i, j] + g)
+        for i in range(n):
+            g = u[k, i]
+            if g == -np.inf:
+                continue
+            for j in range(m):
+                sh = mx[j]
+                e = fast_exp(c * M[i, j] + g - sh)
+                sm[j] += e if sh > -np.inf else 0.0
         for j in range(m):
-            s[j] += fast_exp(c * M[i, j] + uki - mx[j])
-    for j in range(m):
-        if logb[k, j] == -np.inf:
-            vnext[k, j] = -np.inf
-        elif mx[j] == -np.inf:
-            vnext[k, j] = np.inf  # logb - LSE over an empty column (-inf)
-        else:
-            vnext[k, j] = logb[k, j] - (mx[j] + math.log(s[j]))
+            out[k, j] = -np.inf if mx[j] == -np.inf else mx[j] + math.log(sm[j])
 
 
 @njit(**_SER)
@@ -307,8 +311,11 @@ def log_small_run(M, c, loga, logb, b, u, v, q, numItermax, stopThr, errs, n_err
     for ka in range(loga.shape[0]):
         for i in range(n):
             ea[ka, i] = math.exp(loga[ka, i])
+    col_lse(M, c, u, vnext)
     for k in range(P):
-        _first_vnext(M, c, u, logb, k, vnext)
+        for j in range(m):  # logb - LSE; -inf for an empty bin, +inf for an empty column
+            lse = vnext[k, j]
+            vnext[k, j] = -np.inf if logb[k, j] == -np.inf else logb[k, j] - lse
         n_errs[k] = 0
         niter[k] = 0
         converged[k] = False

@@ -57,7 +57,7 @@ from .._config import (
 )
 from . import chunk_layout, serial_twin
 from ._math import fast_exp, pow_inplace
-from ._small import copy_weights, screen_cost
+from ._small import col_lse, copy_weights, screen_cost
 from .sinkhorn import axpy_rows, dot_rows, gibbs_loss, log_col_lse, merge_chunks, scaled_loss
 from .sinkhorn import scaled_plan
 
@@ -771,35 +771,6 @@ def uot_small_run(Kmat, a, b, u, v, fi1, fi2, n_steps, stopThr, errs):
 
 
 @njit(**_SER)
-def _small_col_lse(M0, c, gu, out):
-    """out[k, j] = LSE_i(c M0[i, j] + gu[k, i]) (``log_col_lse`` on the
-    calling thread): the column maxima in one sweep of the rows, then the
-    shifted exponentials in a second; -inf for a column of -inf terms."""
-    n, m = M0.shape
-    K = gu.shape[0]
-    mx = np.empty(m)
-    sm = np.empty(m)
-    for k in range(K):
-        for j in range(m):
-            mx[j] = -np.inf
-            sm[j] = 0.0
-        for i in range(n):
-            g = gu[k, i]
-            for j in range(m):
-                mx[j] = max(mx[j], c * M0[i, j] + g)
-        for i in range(n):
-            g = gu[k, i]
-            if g == -np.inf:
-                continue
-            for j in range(m):
-                sh = mx[j]
-                e = fast_exp(c * M0[i, j] + g - sh)
-                sm[j] += e if sh > -np.inf else 0.0
-        for j in range(m):
-            out[k, j] = -np.inf if mx[j] == -np.inf else mx[j] + math.log(sm[j])
-
-
-@njit(**_SER)
 def uot_log_small_run(M0, c, ga, gb, la, lb, fi1, fi2, logu, logv, n_steps, stopThr, errs):
     """:func:`uot_log_run` on the calling thread (same arguments but the
     chunk layout, same returns)."""
@@ -817,7 +788,7 @@ def uot_log_small_run(M0, c, ga, gb, la, lb, fi1, fi2, logu, logv, n_steps, stop
         _shifted(gb, logv, gv)
         uot_log_row_update_serial(M0, c, gv, lam, fi1, logu)
         _shifted(ga, logu, gu)
-        _small_col_lse(M0, c, gu, logv)
+        col_lse(M0, c, gu, logv)
         bad = _log_col_finish(lbm, fi2, logu, logv)
         du, mu = _log_change(logu, uprev)
         dv, mv = _log_change(logv, vprev)
