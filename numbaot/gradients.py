@@ -159,7 +159,7 @@ def sinkhorn2_value_and_grad(a, b, M, reg, method="sinkhorn", numItermax=1000, s
         _, st, _, _ = _balanced.knopp_solve(P, reg, numItermax, stopThr, verbose, True, warn,
                                             warmstart)
     lu, lv = be.log_scalings(st, P.dtype)
-    plan, vals = be.plan_and_value(P.M, -1.0 / reg, lu, lv, getattr(st, "small", False))
+    plan, vals = be.plan_and_value(P.M, -1.0 / reg, lu, lv)
     values = reg * vals
     za, zb = P.a == 0, P.b == 0
     if za.any() or zb.any():  # numbaot's convention at zero-weight bins (see the docstring)

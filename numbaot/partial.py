@@ -102,10 +102,9 @@ def _check_m(m, a, b, P):
     """POT's default and checks of ``m``, per problem for a batch: returns
     the masses as a float64 array (n_problems,)."""
     dim_a, dim_b = P.shape
-    if not P.n_hists and (m is None or (type(m) is not bool and isinstance(m, (float, int)))):
-        # one problem, m a number: the checks below on scalars
+    if not P.n_hists:  # one problem: m is a number (or a 0-d array), checked as POT does
         bound = min(_mass(a, dim_a), _mass(b, dim_b))
-        m = bound * 1.0 if m is None else m
+        m = bound * 1.0 if m is None else _m_values(m, 0)
         if m != m:
             raise ValueError(f"m must be a number in [0, min(|a|_1, |b|_1)]; got {m!r}")
         if m < 0:
@@ -113,27 +112,21 @@ def _check_m(m, a, b, P):
         if m > bound:
             raise ValueError(_M_TOO_LARGE)
         return np.array([float(m)])
-    if P.n_hists:
-        bound = np.minimum(_mass(a, dim_a), _mass(b, dim_b))
-    else:
-        bound = min(_mass(a, dim_a), _mass(b, dim_b))
+    bound = np.minimum(_mass(a, dim_a), _mass(b, dim_b))
     m = bound * 1.0 if m is None else _m_values(m, P.n_hists)
     if np.any(np.isnan(np.asarray(m, dtype=np.float64))):
         raise ValueError(f"m must be a number in [0, min(|a|_1, |b|_1)]; got {m!r}")
     if np.any(m < 0):
         raise ValueError(_M_NEGATIVE)
-    if P.n_hists:
-        # a batch: a mass may exceed its bound by the rounding of another
-        # summation order of the histogram (NumPy's column sums, A.sum(0)):
-        # dim eps relative; the message names the problem
-        slack = np.asarray(bound, dtype=np.float64) * (
-            1.0 + max(P.shape) * float(np.finfo(P.dtype).eps))
-        over = np.flatnonzero(np.broadcast_to(np.asarray(m, dtype=np.float64) > slack,
-                                              (P.n_hists,)))
-        if over.size:
-            raise ValueError(f"{_M_TOO_LARGE} (problem {over[0]})")
-    elif m > bound:
-        raise ValueError(_M_TOO_LARGE)
+    # a batch: a mass may exceed its bound by the rounding of another
+    # summation order of the histogram (NumPy's column sums, A.sum(0)): dim
+    # eps relative; the message names the problem
+    slack = np.asarray(bound, dtype=np.float64) * (
+        1.0 + max(P.shape) * float(np.finfo(P.dtype).eps))
+    over = np.flatnonzero(np.broadcast_to(np.asarray(m, dtype=np.float64) > slack,
+                                          (P.n_hists,)))
+    if over.size:
+        raise ValueError(f"{_M_TOO_LARGE} (problem {over[0]})")
     return np.broadcast_to(np.asarray(m, dtype=np.float64), (P.n_problems,)).copy()
 
 

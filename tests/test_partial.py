@@ -350,7 +350,7 @@ def test_bad_input(fn):
     Mn = M.copy()
     Mn[1, 1] = np.nan
     assert_raises_naming(ValueError, "M", fn, a, b, Mn, 0.1)
-    for bad in (np.inf, -np.inf):  # K0 gets a zero / an inf: the fast path declines
+    for bad in (np.inf, -np.inf):  # refused by the plain route too: the full checks name M
         Mn[1, 1] = bad
         assert_raises_naming(ValueError, "M", fn, a, b, Mn, 0.1)
     assert_raises_naming(ValueError, "a", fn, a[:3], b, M, 0.1)

@@ -208,32 +208,16 @@ def _all_finite(x):
 # log domain
 # --------------------------------------------------------------------------
 @njit(**_SER)
-def _col_lse(M, c, u, k, j):
-    """LSE_i (c M[i, j] + u[k, i]), max-shifted (the exact path of a column
-    whose sum underflowed)."""
-    n = M.shape[0]
-    mx = -np.inf
-    for i in range(n):
-        mx = max(mx, c * M[i, j] + u[k, i])
-    if mx == -np.inf:
-        return -np.inf
-    s = 0.0
-    for i in range(n):
-        s += fast_exp(c * M[i, j] + u[k, i] - mx)
-    return mx + math.log(s)
-
-
-@njit(**_SER)
 def col_lse(M, c, u, out):
     """out[k, j] = LSE_i (c M[i, j] + u[k, i]) for every problem k and
     column j (``numbaot.cpu.sinkhorn.log_col_lse`` on the calling thread):
     the column maxima in one sweep of the rows, then the shifted
     exponentials in a second, so that the loops run along the rows of M and
-    vectorise across the columns (each column summed in row order, as
-    :func:`_col_lse`: the same bits; a column at a time read M with the
-    stride of a row and stayed scalar, 18 of a 64^2 ``sinkhorn_log`` call's
-    24 µs); -inf for a column of -inf terms.  The one-call log-domain
-    solvers' first column update (balanced and unbalanced)."""
+    vectorise across the columns (each column summed in row order; a
+    column at a time read M with the stride of a row and stayed scalar, 18
+    of a 64^2 ``sinkhorn_log`` call's 24 µs); -inf for a column of -inf
+    terms.  The one-call log-domain solvers' column updates: the first one,
+    and a column whose sum underflowed (balanced), every one (unbalanced)."""
     n, m = M.shape
     K = u.shape[0]
     mx = np.empty(m)
@@ -305,6 +289,7 @@ def log_small_run(M, c, loga, logb, b, u, v, q, numItermax, stopThr, errs, n_err
     rs = np.empty(n)
     rsh = np.empty(n)
     lq = np.empty(m)
+    col_scratch = np.empty((P, m))
     # exp(log a_i), the row weights of the column sums, once (not a libm
     # exp per row and iteration)
     ea = np.empty(loga.shape)
@@ -358,13 +343,20 @@ def log_small_run(M, c, loga, logb, b, u, v, q, numItermax, stopThr, errs, n_err
             # log q where it is a normal number (fast_log's domain)
             for j in range(m):
                 lq[j] = fast_log(max(q[k, j], _NORMAL_MIN))
+            redo = False
             for j in range(m):
                 if logb[k, j] == -np.inf:
                     vnext[k, j] = -np.inf
                 elif q[k, j] > tiny * b[k, j] and q[k, j] >= _NORMAL_MIN:
                     vnext[k, j] = logb[k, j] - lq[j] + v[k, j]
                 else:
-                    vnext[k, j] = logb[k, j] - _col_lse(M, c, u, k, j)
+                    redo = True
+            if redo:  # a column sum underflowed (rare): its exact logsumexp
+                col_lse(M, c, u, col_scratch)  # (every problem's: one kernel to compile)
+                for j in range(m):
+                    if logb[k, j] > -np.inf and not (q[k, j] > tiny * b[k, j]
+                                                     and q[k, j] >= _NORMAL_MIN):
+                        vnext[k, j] = logb[k, j] - col_scratch[k, j]
             niter[k] = ii
             if ii % 10 == 0:
                 acc = 0.0

@@ -9,6 +9,7 @@ vectors are problem-major (n_problems, dim), as in ``numbaot.cpu.sinkhorn``.
 """
 import numpy as np
 
+from .. import _config
 from . import empirical as cpu_empirical
 from . import sinkhorn as cpu_sinkhorn
 
@@ -55,17 +56,19 @@ def log_scalings(st, dtype):
     return np.ascontiguousarray(lu), np.ascontiguousarray(lv)
 
 
-def plan_and_value(M, c, lu, lv, small=False):
+def plan_and_value(M, c, lu, lv):
     """Plans exp(c M + lu_k 1^T + 1 lv_k^T) of every problem, float64
     (K, n, m), and the float64 array (K,) of sum_ij P_ij (lu_i + lv_j) =
     sum_i r_i lu_i + sum_j col_j lv_j with r, col the plan's marginals
-    (0 log 0 = 0), i.e. (<P, M> + reg sum P log P) / reg.  ``small``: the
-    plans by the serial twin of the kernel (the same bits, no parallel
-    region: a small problem's)."""
+    (0 log 0 = 0), i.e. (<P, M> + reg sum P log P) / reg.  Plans of at most
+    ``_config.SMALL_MAX_ENTRIES_LOG`` entries in all (the one-call rule of
+    the exp-bound solvers) are formed by the serial twin of the kernel (the
+    same bits, no parallel region)."""
     Mf = np.ascontiguousarray(M, dtype=np.float64)
     K = lu.shape[0]
     plans = np.empty((K,) + Mf.shape)
     vals = np.empty(K)
+    small = Mf.size * K <= _config.SMALL_MAX_ENTRIES_LOG
     gibbs = cpu_sinkhorn.gibbs_kernel_serial if small else cpu_sinkhorn.gibbs_kernel
     for k in range(K):
         plan = plans[k]

@@ -190,10 +190,10 @@ def log_scalings(st, dtype):
     return st.u, st.v
 
 
-def plan_and_value(M, c, lu, lv, small=False):
+def plan_and_value(M, c, lu, lv):
     """Plans exp(c M + lu_k 1^T + 1 lv_k^T) of every problem, a device array
     (K, n, m), and the host float64 array (K,) of sum_ij P_ij (lu_i + lv_j)
-    (= value / reg).  ``small`` is read by the CPU twin only."""
+    (= value / reg)."""
     dt = M.dtype
     K = lu.shape[0]
     n, m = M.shape
