@@ -21,7 +21,6 @@ call, and prints the median time of each part and of the step:
 
 Usage::
 
-    pip install threadpoolctl   # (the bench extra has it)
     python benchmarks/bench_loop.py
     python benchmarks/bench_loop.py --sizes 512 1024 2048 --steps 15
 """

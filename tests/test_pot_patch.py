@@ -53,7 +53,7 @@ def test_patch_is_idempotent_and_unpatch_restores_identity():
     originals = {(m, a): getattr(m, a) for m, a in [
         (ot, "sinkhorn"), (ot.bregman, "sinkhorn_log"), (ot.da, "sinkhorn"),
         (ot.gromov._bregman, "sinkhorn"), (ot.solvers._linear, "sinkhorn_log"),
-        (ot.unbalanced, "sinkhorn_unbalanced")]}
+        (ot.unbalanced, "sinkhorn_unbalanced"), (ot.da, "sinkhorn_lpl1_mm")]}
     first = npot.patch()
     try:
         assert "ot.da.sinkhorn" in first and "ot.bregman.sinkhorn_log" in first
@@ -134,6 +134,51 @@ def test_domain_adaptation(rng, cls, kw):
     assert sum(c["numbaot"] for c in counts.values()) >= 1
     np.testing.assert_allclose(G, G_ref, rtol=1e-5, atol=1e-10)
     np.testing.assert_allclose(X, X_ref, rtol=1e-5, atol=1e-8)
+
+
+def _blas_threads():
+    from threadpoolctl import threadpool_info
+    return [d["num_threads"] for d in threadpool_info() if d["user_api"] == "blas"]
+
+
+def test_lpl1_loop_runs_with_blas_on_one_thread_above_the_small_bound(rng, monkeypatch):
+    # the wrapper itself: one BLAS thread inside for a cost above
+    # SMALL_MAX_ENTRIES, untouched below it, restored after (and after an error)
+    from numbaot import _config
+    monkeypatch.setattr(_config, "SMALL_MAX_ENTRIES", 100)
+    seen = []
+
+    def loop(a, labels_a, b, M, reg, fail=False):
+        seen.append(_blas_threads())
+        if fail:
+            raise RuntimeError("boom")
+        return M.sum()
+
+    before = _blas_threads()
+    assert before                                     # NumPy's OpenBLAS is loaded
+    wrapped = npot._blas_one_thread(loop)
+    assert wrapped.__pot_original__ is loop
+    M = rng.random((11, 10))
+    assert wrapped(None, None, None, M, 1.0) == M.sum()
+    assert wrapped(None, None, None, M=M[:5], reg=1.0) == M[:5].sum()
+    with pytest.raises(RuntimeError, match="boom"):
+        wrapped(None, None, None, M, 1.0, fail=True)
+    assert seen[0] == [1] * len(before) and seen[2] == [1] * len(before)
+    assert seen[1] == before
+    assert _blas_threads() == before
+
+    # the patched POT loop gives POT's plan
+    xs, xt = _clouds(rng, n=12, m=11)
+    ys = (xs[:, 0] > 0).astype(int)
+    M = ot.dist(xs, xt)
+    M /= M.max()
+    a, b = np.full(12, 1 / 12), np.full(11, 1 / 11)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ref, out, counts = _both(lambda: ot.da.sinkhorn_lpl1_mm(a, ys, b, M, 0.5, eta=0.1))
+    assert counts["ot.bregman.sinkhorn"]["numbaot"] == 10
+    np.testing.assert_allclose(out, ref, rtol=1e-6, atol=1e-12)
+    assert _blas_threads() == before
 
 
 def test_entropic_gromov_and_fused(rng):
