@@ -173,6 +173,17 @@ UOT_LANE_SUM_MAX = 1e20
 #: Rows per tile in the column logsumexp pass (tile max, then exp-sum).
 COL_TILE_ROWS = 8
 
+#: The blocked balanced log-domain solver forms its first column update on
+#: the calling thread (``_small.col_lse``, two sweeps of M) up to this many
+#: entries (matrix entries times problems), with the parallel
+#: ``log_col_lse`` above: a first call below it compiles no parallel column
+#: pass (1.2-1.5 s of the 200^2 first call, 8.0 -> 6.5 s).  One pass,
+#: serial / parallel, interleaved medians (2 threads, Zen 4 VM, 2026-11-29):
+#: 23 / 26 us at 200^2, 36 / 35 at 256^2, 74 / 68 at 362^2, 150 / 163 at
+#: 512^2, 297 / 225 at 724^2; 560 / 490 at 1024^2 and 4.0 / 1.8 ms at 2000^2
+#: (medians of 7 calls back to back).
+LOG_INIT_SERIAL_MAX_ENTRIES = 1 << 18
+
 #: Column sums smaller than this (relative to the column's target mass) are
 #: considered underflowed in the fused log-domain pass; the affected iteration
 #: then recomputes the column logsumexp with the safe tiled pass.

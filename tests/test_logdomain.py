@@ -149,3 +149,41 @@ def test_float32_lanes_reach_default_stopThr():
         assert w == []
         assert logs[dt]["err"][-1] < 1e-9
     assert logs[np.float32]["niter"] == logs[np.float64]["niter"] < 999
+
+
+@pytest.mark.parametrize("init_serial_max", [None, -1])
+@pytest.mark.parametrize("n_hists", [0, 2, 9])
+def test_blocked_solver_recomputes_underflowed_columns(monkeypatch, n_hists, init_serial_max):
+    """The blocked log-domain run stops at a step whose column sums
+    underflowed (q <= UNDERFLOW_RTOL * b), the launcher recomputes those
+    columns exactly and runs on.  With the bound raised to 1e300 every column
+    of every step counts as underflowed: each step is then one run plus one
+    safe column pass, and the plans, potentials and errors are still POT's
+    (single problem, a paired batch below and above BATCH_MINOR_MIN; the
+    first column update on the calling thread, and with
+    ``init_serial_max`` = -1 by the parallel pass)."""
+    from numbaot import _config
+    from numbaot.cpu import sinkhorn as cpu_sinkhorn
+
+    rng = np.random.default_rng(5)
+    a, b, M = make_problem(60, 50, seed=5)
+    if n_hists:
+        b = random_hist(rng, 50, n_hists)
+    monkeypatch.setattr(_config, "SMALL_MAX_ENTRIES", -1)
+    if init_serial_max is not None:
+        monkeypatch.setattr(_config, "LOG_INIT_SERIAL_MAX_ENTRIES", init_serial_max)
+    calls = []
+    redo = cpu_sinkhorn._log_redo_columns
+    monkeypatch.setattr(cpu_sinkhorn, "_log_redo_columns",
+                        lambda *args: (calls.append(1), redo(*args))[1])
+    monkeypatch.setattr(cpu_sinkhorn, "UNDERFLOW_RTOL", 1e300)
+    out, log = numbaot.sinkhorn(a, b, M, 0.05, method="sinkhorn_log", numItermax=40,
+                                stopThr=0.0, log=True)
+    ref, log_ref = ot.sinkhorn(a, b, M, 0.05, method="sinkhorn_log", numItermax=40,
+                               stopThr=0.0, log=True)
+    assert len(calls) == 40
+    assert_close(out, ref, rtol=1e-9, atol=1e-13)
+    if n_hists == 0:        # (POT's log of a batch holds other keys)
+        assert_close(np.asarray(log["err"]), np.asarray(log_ref["err"]), rtol=1e-6,
+                     atol=1e-14)
+        assert_close(log["log_v"], log_ref["log_v"], rtol=1e-9, atol=1e-9)

@@ -34,7 +34,10 @@ kept in a per-thread buffer and reused: P_ij = E_ij * a_i / s_i (the new plan
 entry, never above a_i) is added into the chunk's column accumulators, whose
 sums q_j give both the marginal error and the next v_j = log b_j - log q_j + v_j.
 Columns whose sum underflows are recomputed by the tiled, max-shifted
-``log_col_lse`` pass.
+``log_col_lse`` pass (called by the launcher between runs, so that a solve
+that never needs it does not compile it); the first v is formed by
+``_small.col_lse`` on the calling thread up to
+``_config.LOG_INIT_SERIAL_MAX_ENTRIES``, by ``log_col_lse`` above.
 
 Batches: with many problems sharing M (``*_pm`` kernels) the vectors are
 stored problem-minor, (dim, n_hists), and the inner loops run over the
@@ -1004,16 +1007,20 @@ def _log_redo_columns(M, c, U, LB, BB, QQ, VN, active, n_chunks, chunk_rows, tin
 @njit(**_SER)
 def log_run(M, c, loga, logb, b, u, v, vnext, shift_ok, active, n_chunks,
               chunk_rows, Q, q, n_steps, tiny, lanes32):
-    """Run ``n_steps`` log-domain Sinkhorn iterations (POT order) in place.
+    """Run up to ``n_steps`` log-domain Sinkhorn iterations (POT order) in place.
 
     State on entry: (u, v) after the previous iteration and
     vnext = log b - LSE_i(c M_ij + u_i); ``shift_ok`` says whether u was
     computed from v (true after any pass).  Each iteration sets v = vnext,
     u = loga - LSE_j(c M_ij + v_j), q = column sums of the plan (u, v) and
-    vnext = log b - log q + v.  Columns where q underflowed (q <= tiny * b)
-    are recomputed with ``log_col_lse``.  Inactive problems are untouched.
-    Arrays are problem-major (n_hists, dim).  ``lanes32``: float32 lanes for
-    a float32 M (``log_fused_pass``).  Returns the updated ``shift_ok``.
+    vnext = log b - log q + v.  Inactive problems are untouched.  Arrays
+    are problem-major (n_hists, dim).  ``lanes32``: float32 lanes for a
+    float32 M (``log_fused_pass``).
+
+    Returns (steps run, redo).  ``redo``: the last step's column sums
+    underflowed somewhere (q <= tiny * b); the run stops there, and the
+    caller sets those columns of vnext (``_log_redo_columns``) before it
+    runs on.  That safe pass is compiled only when a problem needs it.
     """
     dv_max = np.zeros(v.shape[0])
     for s in range(n_steps):
@@ -1022,9 +1029,8 @@ def log_run(M, c, loga, logb, b, u, v, vnext, shift_ok, active, n_chunks,
                        chunk_rows, Q, u, q, lanes32)
         shift_ok = True
         if _log_step_end(logb, b, q, v, vnext, active, tiny):
-            _log_redo_columns(M, c, u, logb, b, q, vnext, active, n_chunks,
-                              chunk_rows, tiny)
-    return shift_ok
+            return s + 1, True
+    return n_steps, False
 
 
 @njit(**_SER)
@@ -1039,9 +1045,8 @@ def log_run_pm(M, c, loga, logb, b, u, v, vnext, shift_ok, active, n_chunks,
                           chunk_rows, Q, u, q)
         shift_ok = True
         if _log_step_end(logb.T, b.T, q.T, v.T, vnext.T, active, tiny):
-            _log_redo_columns(M, c, np.ascontiguousarray(u.T), logb.T, b.T, q.T,
-                              vnext.T, active, n_chunks, chunk_rows, tiny)
-    return shift_ok
+            return s + 1, True
+    return n_steps, False
 
 
 # --------------------------------------------------------------------------
@@ -1323,8 +1328,14 @@ def _log_prepare(st):
     M, c, u, logb, reduction = st.M, st.c, st.u, st.logb, st.reduction
     n_problems, dim_b = u.shape[0], M.shape[1]
     if reduction is None:
+        # once per solve: on the calling thread (``_small.col_lse``) up to
+        # LOG_INIT_SERIAL_MAX_ENTRIES, so that a first call there does not
+        # compile the parallel ``log_col_lse`` (1.2-1.5 s)
         vnext = np.empty((n_problems, dim_b))
-        log_col_lse(M, c, u, st.n_chunks, st.chunk_rows, vnext)
+        if M.size * n_problems <= _config.LOG_INIT_SERIAL_MAX_ENTRIES:
+            _small.col_lse(M, c, u, vnext)
+        else:
+            log_col_lse(M, c, u, st.n_chunks, st.chunk_rows, vnext)
         vnext = logb - vnext
     else:
         with np.errstate(invalid="ignore"):
@@ -1373,14 +1384,26 @@ def log_steps(st, n_steps, active):
     if st.reduction is not None:
         _log_steps_reduced(st, n_steps, active)
         return
-    if st.pm:
-        st.shift_ok = log_run_pm(st.M, st.c, st.loga, st.logb, st.b, st.u, st.v, st.vnext,
-                                 st.shift_ok, active, st.n_chunks, st.chunk_rows, st.Q, st.q,
-                                 n_steps, UNDERFLOW_RTOL)
-    else:
-        st.shift_ok = log_run(st.M, st.c, st.loga, st.logb, st.b, st.u, st.v, st.vnext,
-                              st.shift_ok, active, st.n_chunks, st.chunk_rows, st.Q, st.q,
-                              n_steps, UNDERFLOW_RTOL, st.lanes32)
+    done = 0
+    while done < n_steps:
+        if st.pm:
+            ran, redo = log_run_pm(st.M, st.c, st.loga, st.logb, st.b, st.u, st.v, st.vnext,
+                                   st.shift_ok, active, st.n_chunks, st.chunk_rows, st.Q, st.q,
+                                   n_steps - done, UNDERFLOW_RTOL)
+        else:
+            ran, redo = log_run(st.M, st.c, st.loga, st.logb, st.b, st.u, st.v, st.vnext,
+                                st.shift_ok, active, st.n_chunks, st.chunk_rows, st.Q, st.q,
+                                n_steps - done, UNDERFLOW_RTOL, st.lanes32)
+        done += ran
+        st.shift_ok = st.shift_ok or ran > 0
+        if redo:
+            if st.pm:
+                _log_redo_columns(st.M, st.c, np.ascontiguousarray(st.u.T), st.logb.T, st.b.T,
+                                  st.q.T, st.vnext.T, active, st.n_chunks, st.chunk_rows,
+                                  UNDERFLOW_RTOL)
+            else:
+                _log_redo_columns(st.M, st.c, st.u, st.logb, st.b, st.q, st.vnext, active,
+                                  st.n_chunks, st.chunk_rows, UNDERFLOW_RTOL)
 
 
 def log_solve_small(st, numItermax, stopThr):
