@@ -151,6 +151,9 @@ KERNEL_CALLS = {
                                 "lib.discounted_cumsum_right(X, 0.99)"),
     "sinkhorn2_value_and_grad": ("", "lib.sinkhorn2_value_and_grad(a, b, M, 0.05, "
                                      "numItermax=100, stopThr=0.0)"),
+    "entropic_partial_wasserstein": ("import numbaot.partial",
+                                     "lib.partial.entropic_partial_wasserstein(a, b, M, 0.05, "
+                                     "m=0.5, numItermax=100)"),
     "sinkhorn_operator": ("X = rng.uniform(0, 4, (64, 16, 16))",
                           "lib.sinkhorn_operator(X, n_iter=30)"),
     # the forward's kernels are compiled (and not counted) in the setup

@@ -552,7 +552,7 @@ def partial_log_err2(u, v, sv, up, vp, active, n_chunks, chunk_rows):
 # --------------------------------------------------------------------------
 # Small problems run these twins (``serial_twin``: the same code, prange as
 # range, the parallel kernels it calls replaced by their twins; the
-# multiplicative pass by the tight loop ``partial_small_pass``): no parallel
+# multiplicative run by ``partial_run_serial``, written out): no parallel
 # region is launched, per iteration or at the end, and a first call on a
 # small problem compiles no parallel kernel.  The same results as the
 # parallel kernels to rounding (sums in another order; LLVM may contract or
@@ -564,29 +564,10 @@ def partial_log_err2(u, v, sv, up, vp, active, n_chunks, chunk_rows):
 # "Entropic partial OT") measured the small path faster at every size up to
 # 256^2 in every run (parallel / small time 1.13-2.85) and 0.88-1.41 at
 # 362^2; log domain 1.04-1.31 at 64-128 (the whole loop) against 0.78 at 181.
-@njit(inline="always", **_SER)
-def partial_small_pass(K0, a, v, scal, active, n_chunks, chunk_rows, Q, u, q):
-    """``partial_fused_pass`` of a small K0 (``n_chunks``, ``chunk_rows``
-    and ``Q`` unused: the whole matrix in one sweep per problem) as one
-    tight loop: ``numbaot.cpu._small.knopp_rows``, four rows at a time, with
-    the scale sp_k = scal[k, 1] and the clamp at 1 (no tiles, column blocks,
-    row buffers or chunk merge).  The same iterate to rounding (sums in
-    another order; a float32 K0 is widened entry by entry)."""
-    shared_a = a.shape[0] == 1
-    for k in range(v.shape[0]):
-        if not active[k]:
-            continue
-        for j in range(q.shape[1]):
-            q[k, j] = 0.0
-        knopp_rows(K0, a, 0 if shared_a else k, v, u, q, k, scal[k, 1], np.bool_(True),
-                   np.int64(0), K0.shape[0])
-
-
 _merge_chunks_serial = serial_twin(merge_chunks)
 partial_fused_err_pass_serial = serial_twin(partial_fused_err_pass,
                                             merge_chunks=_merge_chunks_serial)
 partial_err2_serial = serial_twin(partial_err2)
-partial_run_serial = serial_twin(partial_run, partial_fused_pass=partial_small_pass)
 partial_log_fused_pass_serial = serial_twin(partial_log_fused_pass,
                                             merge_chunks=_merge_chunks_serial)
 _log_col_lse_serial = serial_twin(log_col_lse)
@@ -594,6 +575,84 @@ partial_log_run_serial = serial_twin(partial_log_run,
                                      partial_log_fused_pass=partial_log_fused_pass_serial,
                                      log_col_lse=_log_col_lse_serial)
 partial_log_err2_serial = serial_twin(partial_log_err2)
+
+
+@njit(**_SER)
+def partial_run_serial(K0, a, b, mass, u, v, up, vp, scal, kmin, zero_below, active, fail_at,
+                       cnt, n_chunks, chunk_rows, Q, q, n_steps):
+    """:func:`partial_run` of a small K0 on the calling thread (``n_chunks``,
+    ``chunk_rows`` and ``Q`` unused): the same contract and the same steps
+    (:func:`_begin_step`, the pass, :func:`_finish_step`), written out in
+    one loop, the pass as ``numbaot.cpu._small.knopp_rows`` over all the
+    rows, four at a time, with the scale sp_k = scal[k, 1] and the clamp at
+    1 (no tiles, column blocks or chunk merge; the same iterate to
+    rounding: sums in another order, a float32 K0 widened entry by entry).
+
+    Written out because Numba's reference counting made the helpers cost
+    more than the arithmetic at small sizes: inlined (``inline="always"``)
+    or called, each array they take was counted in and out with an atomic
+    operation per iteration, 60 % of an iteration's time at 16^2 (``perf``:
+    ``NRT_incref``/``NRT_decref``), 0.27 -> 0.16 us per iteration at 16^2
+    and 0.72 -> 0.44 at 64^2 written out."""
+    P = v.shape[0]
+    n = u.shape[1]
+    m = v.shape[1]
+    shared_a = a.shape[0] == 1
+    for t in range(n_steps):
+        it = cnt[0]
+        save = t == n_steps - 1
+        left = 0
+        for k in range(P):                    # _begin_step
+            if not active[k]:
+                continue
+            if scal[k, 2] != 0.0:
+                active[k] = False
+                fail_at[k] = it
+                continue
+            scal[k, 1] = scal[k, 0]
+            if save:
+                for i in range(n):
+                    up[k, i] = u[k, i]
+                for j in range(m):
+                    vp[k, j] = v[k, j]
+            left += 1
+        if left == 0:
+            return t, True
+        for k in range(P):                    # the fused pass
+            if not active[k]:
+                continue
+            for j in range(m):
+                q[k, j] = 0.0
+            knopp_rows(K0, a, 0 if shared_a else k, v, u, q, k, scal[k, 1], np.bool_(True),
+                       np.int64(0), n)
+        cnt[0] = it + 1
+        left = 0
+        for k in range(P):                    # _finish_step (_finish_problem)
+            if not active[k]:
+                continue
+            sp = scal[k, 1]
+            tot = 0.0
+            zeros = 0
+            for j in range(m):
+                x = _min1(b[k, j] / (sp * q[k, j]))
+                v[k, j] = x
+                tot += x * q[k, j]
+                zeros += x <= zero_below
+            s = mass[k] / tot
+            scal[k, 0] = s
+            if not _finite(s):
+                active[k] = False
+                fail_at[k] = it
+                continue
+            for i in range(n):
+                zeros += u[k, i] <= zero_below
+            if not (kmin[k] > zero_below and zeros == 0 and s > zero_below):
+                scal[k, 2] = 1.0
+            left += 1
+        if left == 0:
+            return t, True
+    return n_steps, False
+
 
 
 @njit(**_SER)
