@@ -38,8 +38,9 @@ patched fit at 1000 samples took 1.3-1.45x POT's own time.  While patched,
 these POT functions (``BLAS_ONE_THREAD``) run with BLAS limited to one
 thread (``threadpoolctl``, restored on return and on an exception) when the
 cost ``M`` has more entries than ``numbaot._config.SMALL_MAX_ENTRIES``
-(below it numbaot's solve runs on one thread and meets no contention).  Their BLAS products are thin (the
-label matrix has one column per class), so one thread costs them little.
+(below it numbaot's solve runs on one thread and meets no contention).
+Their BLAS products are thin (the label matrix has one column per class),
+so one thread costs them little.
 BLAS elsewhere in the program is untouched; to limit it around a loop of
 your own, see the README ("numbaot in a loop with NumPy's BLAS").
 
@@ -209,6 +210,8 @@ def patch(verbose=False):
     name (``ot.bregman``, ``ot.unbalanced``, ``ot.partial``, ``ot.solvers``)
     by a wrapper that runs numbaot's function and falls back to POT's
     original for non-NumPy arrays and for calls numbaot rejects (module
+    docstring); and the POT loops of ``BLAS_ONE_THREAD`` by a wrapper that
+    runs POT's own loop with BLAS on one thread for a large cost (module
     docstring).  Idempotent: bindings already replaced are left alone.
 
     Parameters
@@ -220,7 +223,8 @@ def patch(verbose=False):
     -------
     replaced : dict
         ``{"module.attribute": "numbaot function"}`` for the bindings this
-        call replaced (empty when everything was already patched).
+        call replaced (``"POT function, BLAS on one thread"`` for the loops
+        of ``BLAS_ONE_THREAD``; empty when everything was already patched).
 
     Raises
     ------

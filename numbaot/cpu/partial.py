@@ -180,7 +180,9 @@ def _finish_problem(b, mass, u, v, scal, kmin, zero_below, q, k):
     v_j (or an inf q_j, whose v_j is 0) makes the sum NaN, so the iterate
     is finite exactly when s is.  The loops only count zeros (integer
     reductions, vectorised; inlined into the run loop: no call per
-    iteration)."""
+    iteration).  :func:`partial_run_serial` has this code and
+    :func:`_begin_step`'s written out (keep them in step; the tests compare
+    the serial and parallel paths)."""
     n = u.shape[1]
     m = v.shape[1]
     sp = scal[k, 1]
@@ -652,7 +654,6 @@ def partial_run_serial(K0, a, b, mass, u, v, up, vp, scal, kmin, zero_below, act
         if left == 0:
             return t, True
     return n_steps, False
-
 
 
 @njit(**_SER)
