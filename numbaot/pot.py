@@ -41,8 +41,9 @@ cost ``M`` has more entries than ``numbaot._config.SMALL_MAX_ENTRIES``
 (below it numbaot's solve runs on one thread and meets no contention).
 Their BLAS products are thin (the label matrix has one column per class),
 so one thread costs them little.
-BLAS elsewhere in the program is untouched; to limit it around a loop of
-your own, see the README ("numbaot in a loop with NumPy's BLAS").
+BLAS outside these calls is untouched (the limit, like any BLAS thread
+setting, is process-wide while such a call runs); to limit it around a loop
+of your own, see the README ("numbaot in a loop with NumPy's BLAS").
 
 Limits
 ------
