@@ -191,8 +191,9 @@ def knopp_small_pass(Kmat, a, v, u, q):
     for k in range(v.shape[0]):
         for j in range(q.shape[1]):
             q[k, j] = 0.0
-        knopp_rows(Kmat, a, 0 if shared_a else k, v, u, q, k, np.float64(1.0),
-                   np.bool_(False), np.int64(0), Kmat.shape[0])
+        ka = 0 if shared_a else k  # not in the call (see partial._small_run)
+        knopp_rows(Kmat, a, ka, v, u, q, k, np.float64(1.0), np.bool_(False), np.int64(0),
+                   Kmat.shape[0])
 
 
 @njit(**_SER)

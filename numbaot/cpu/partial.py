@@ -580,29 +580,37 @@ partial_log_err2_serial = serial_twin(partial_log_err2)
 
 
 @njit(**_SER)
-def partial_run_serial(K0, a, b, mass, u, v, up, vp, scal, kmin, zero_below, active, fail_at,
-                       cnt, n_chunks, chunk_rows, Q, q, n_steps):
-    """:func:`partial_run` of a small K0 on the calling thread (``n_chunks``,
-    ``chunk_rows`` and ``Q`` unused): the same contract and the same steps
-    (:func:`_begin_step`, the pass, :func:`_finish_step`), written out in
-    one loop, the pass as ``numbaot.cpu._small.knopp_rows`` over all the
-    rows, four at a time, with the scale sp_k = scal[k, 1] and the clamp at
-    1 (no tiles, column blocks or chunk merge; the same iterate to
-    rounding: sums in another order, a float32 K0 widened entry by entry).
+def _small_run(K0, a, b, mass, u, v, up, vp, scal, kmin, zero_below, active, fail_at, cnt,
+               n_chunks, chunk_rows, q, n_steps, stopThr, f32, errs):
+    """The serial run of a small K0: up to ``n_steps`` iterations, the steps
+    of :func:`partial_run` (:func:`_begin_step`, the pass,
+    :func:`_finish_step`) written out in one loop, the pass as
+    ``numbaot.cpu._small.knopp_rows`` over all the rows, four at a time,
+    with the scale sp_k = scal[k, 1] and the clamp at 1 (no tiles, column
+    blocks or chunk merge; the same iterate to rounding: sums in another
+    order, a float32 K0 widened entry by entry).  With a non-empty ``errs``
+    (the one-call solve, :func:`partial_small_loop`), POT's check after
+    each iteration ii with ii % 10 == 0: its error ||K_prev - K||_F (over
+    the problems still active, ``partial_err2``) is stored in ``errs`` and
+    the run stops when it is not above stopThr.  Returns (steps run,
+    stopped, errors stored): stopped once no problem is active.
 
-    Written out because Numba's reference counting made the helpers cost
-    more than the arithmetic at small sizes: inlined (``inline="always"``)
-    or called, each array they take was counted in and out with an atomic
-    operation per iteration, 60 % of an iteration's time at 16^2 (``perf``:
-    ``NRT_incref``/``NRT_decref``), 0.27 -> 0.16 us per iteration at 16^2
-    and 0.72 -> 0.44 at 64^2 written out."""
+    Written out, and the checks inside the loop, because Numba's reference
+    counting made helpers cost more than the arithmetic at small sizes:
+    inlined (``inline="always"``) or called, each array they take was
+    counted in and out with an atomic operation per iteration, 60 % of an
+    iteration's time at 16^2 (``perf``: ``NRT_incref``/``NRT_decref``);
+    written out 0.27 -> 0.12-0.14 us per iteration at 16^2 and 0.59-0.74
+    -> 0.47-0.63 at 64^2 (docs/performance-notes.md)."""
     P = v.shape[0]
     n = u.shape[1]
     m = v.shape[1]
     shared_a = a.shape[0] == 1
+    check = errs.shape[0] > 0
+    n_err = 0
     for t in range(n_steps):
         it = cnt[0]
-        save = t == n_steps - 1
+        save = t == n_steps - 1 or (check and it % 10 == 0)
         left = 0
         for k in range(P):                    # _begin_step
             if not active[k]:
@@ -619,14 +627,16 @@ def partial_run_serial(K0, a, b, mass, u, v, up, vp, scal, kmin, zero_below, act
                     vp[k, j] = v[k, j]
             left += 1
         if left == 0:
-            return t, True
+            return t, True, n_err
         for k in range(P):                    # the fused pass
             if not active[k]:
                 continue
             for j in range(m):
                 q[k, j] = 0.0
-            knopp_rows(K0, a, 0 if shared_a else k, v, u, q, k, scal[k, 1], np.bool_(True),
-                       np.int64(0), n)
+            # the row of a in a variable: a conditional expression among the
+            # call's arguments made Numba count K0 and a in and out per call
+            ka = 0 if shared_a else k
+            knopp_rows(K0, a, ka, v, u, q, k, scal[k, 1], np.bool_(True), np.int64(0), n)
         cnt[0] = it + 1
         left = 0
         for k in range(P):                    # _finish_step (_finish_problem)
@@ -652,8 +662,25 @@ def partial_run_serial(K0, a, b, mass, u, v, up, vp, scal, kmin, zero_below, act
                 scal[k, 2] = 1.0
             left += 1
         if left == 0:
-            return t, True
-    return n_steps, False
+            return t, True, n_err
+        if check and it % 10 == 0:
+            e2 = partial_err2_serial(K0, u, v, scal, up, vp, active, n_chunks, chunk_rows)
+            n_err += 1
+            if _check_stops(e2, f32, errs, n_err - 1, stopThr):
+                return t + 1, False, n_err
+    return n_steps, False, n_err
+
+
+@njit(**_SER)
+def partial_run_serial(K0, a, b, mass, u, v, up, vp, scal, kmin, zero_below, active, fail_at,
+                       cnt, n_chunks, chunk_rows, Q, q, n_steps):
+    """:func:`partial_run` of a small K0 on the calling thread
+    (:func:`_small_run` without checks; ``n_chunks``, ``chunk_rows`` and
+    ``Q`` unused).  Returns (steps run, stopped)."""
+    t, stopped, _ = _small_run(K0, a, b, mass, u, v, up, vp, scal, kmin, zero_below, active,
+                               fail_at, cnt, n_chunks, chunk_rows, q, n_steps, 0.0, False,
+                               np.empty(0))
+    return t, stopped
 
 
 @njit(**_SER)
@@ -688,30 +715,17 @@ def _next_check(ii, numItermax):
 def partial_small_loop(K0, a, b, mass, u, v, up, vp, scal, kmin, zero_below, active, fail_at,
                        cnt, n_chunks, chunk_rows, Q, q, numItermax, stopThr, f32, errs):
     """``numbaot.partial._partial_loop`` with ``partial_steps`` and
-    ``partial_error`` in one serial compiled call (small problems; the run
-    kernel once per block of iterations ending at a check,
-    :func:`_next_check`): after each iteration ii with ii % 10 == 0, POT's
-    error ||K_prev - K||_F (over the problems still active,
-    ``partial_err2``) is stored in ``errs``
-    (>= numItermax // 10 + 1 entries) and the loop stops when it is not
-    above stopThr, or once every problem failed (``fail_at``).  Returns the
-    number of errors stored."""
-    n_err = 0
+    ``partial_error`` in one serial compiled call (small problems;
+    :func:`_small_run` with its checks): after each iteration ii with
+    ii % 10 == 0, POT's error ||K_prev - K||_F (over the problems still
+    active, ``partial_err2``) is stored in ``errs`` (>= numItermax // 10 +
+    1 entries) and the loop stops when it is not above stopThr, or once
+    every problem failed (``fail_at``).  Returns the number of errors
+    stored."""
     if not 1.0 > stopThr:
-        return n_err
-    ii = np.int64(0)  # not the literal 0 (a second compile of _next_check)
-    while ii < numItermax:
-        stop = _next_check(ii, numItermax)
-        if partial_run_serial(K0, a, b, mass, u, v, up, vp, scal, kmin, zero_below, active,
-                              fail_at, cnt, n_chunks, chunk_rows, Q, q, stop - ii)[1]:
-            return n_err
-        ii = stop
-        if (ii - 1) % 10 == 0:
-            e2 = partial_err2_serial(K0, u, v, scal, up, vp, active, n_chunks, chunk_rows)
-            n_err += 1
-            if _check_stops(e2, f32, errs, n_err - 1, stopThr):
-                break
-    return n_err
+        return 0
+    return _small_run(K0, a, b, mass, u, v, up, vp, scal, kmin, zero_below, active, fail_at,
+                      cnt, n_chunks, chunk_rows, q, numItermax, stopThr, f32, errs)[2]
 
 
 @njit(**_SER)

@@ -533,8 +533,9 @@ def knopp_fused_pass(Kmat, a, v, n_chunks, chunk_rows, Q, u, q):
             Qc[:, :] = 0.0
         if rows4:  # narrow K: whole rows, four at a time (``_config``)
             for k in range(K):
-                _small.knopp_rows(Kmat, a, 0 if shared_a else k, v, u, Qc, k, np.float64(1.0),
-                                  np.bool_(False), np.int64(i0), np.int64(i1))
+                ka = 0 if shared_a else k  # not in the call (see partial._small_run)
+                _small.knopp_rows(Kmat, a, ka, v, u, Qc, k, np.float64(1.0), np.bool_(False),
+                                  np.int64(i0), np.int64(i1))
             continue
         s = np.empty(R)
         w = np.empty(R)

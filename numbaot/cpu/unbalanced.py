@@ -742,7 +742,8 @@ def uot_small_run(Kmat, a, b, u, v, fi1, fi2, n_steps, stopThr, errs):
         for k in range(P):
             for j in range(m):
                 q[k, j] = 0.0
-            _uot_rows(Kmat, a, 0 if shared_a else k, fi1, v, u, q, k, w, acc)
+            ka = 0 if shared_a else k  # not in the call (see partial._small_run)
+            _uot_rows(Kmat, a, ka, fi1, v, u, q, k, w, acc)
         du = acc[0]
         mu = acc[1]
         bad = acc[2] != 0.0
