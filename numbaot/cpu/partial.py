@@ -180,9 +180,9 @@ def _finish_problem(b, mass, u, v, scal, kmin, zero_below, q, k):
     v_j (or an inf q_j, whose v_j is 0) makes the sum NaN, so the iterate
     is finite exactly when s is.  The loops only count zeros (integer
     reductions, vectorised; inlined into the run loop: no call per
-    iteration).  :func:`partial_run_serial` has this code and
-    :func:`_begin_step`'s written out (keep them in step; the tests compare
-    the serial and parallel paths)."""
+    iteration).  :func:`_small_run` has this code and :func:`_begin_step`'s
+    written out (keep them in step; the tests compare the serial and
+    parallel paths)."""
     n = u.shape[1]
     m = v.shape[1]
     sp = scal[k, 1]
@@ -554,7 +554,7 @@ def partial_log_err2(u, v, sv, up, vp, active, n_chunks, chunk_rows):
 # --------------------------------------------------------------------------
 # Small problems run these twins (``serial_twin``: the same code, prange as
 # range, the parallel kernels it calls replaced by their twins; the
-# multiplicative run by ``partial_run_serial``, written out): no parallel
+# multiplicative run by ``_small_run``, written out): no parallel
 # region is launched, per iteration or at the end, and a first call on a
 # small problem compiles no parallel kernel.  The same results as the
 # parallel kernels to rounding (sums in another order; LLVM may contract or
