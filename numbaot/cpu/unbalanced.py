@@ -64,7 +64,7 @@ from .sinkhorn import scaled_plan
 _PAR = dict(JIT_OPTIONS, parallel=True)
 _SER = dict(JIT_OPTIONS)
 
-#: rows per tile of the small path's pass (``_uot_rows``; a multiple of 4):
+#: rows per tile of the small path's pass (``uot_small_run``; a multiple of 4):
 #: their ratios are raised to the power fi in one vectorised loop
 _SMALL_ROW_TILE = 16
 
@@ -647,68 +647,68 @@ uot_log_row_update_serial = serial_twin(uot_log_row_update)
 
 
 @njit(**_SER)
-def _uot_rows(Kmat, a, ka, fi, v, u, q, k, w, acc):
-    """u[k, i] = (a[ka, i] / (K v_k)_i) ** fi and q[k] += K^T u_k (q zeroed
-    before), in tiles of w.shape[0] rows: the tile's (K v_k)_i four rows at
-    a time (each load of v_j serves four rows), the power fi of the tile's
-    ratios in one vectorised loop (``numbaot.cpu._math.pow_inplace``; libm's
-    scalar pow was a third of the iteration at 64-256^2), then K_ij u_ki
-    added into q_k four rows at a time while the tile is in L1/L2.  Sums in
-    float64 (a float32 K is widened entry by entry).  ``acc`` = [max
-    |u - u_old|, max(|u|, |u_old|), not finite] (``uot_rule``'s inputs),
-    updated."""
-    n, m = Kmat.shape
+def _uot_tile_ratios(Kmat, a, ka, v, k, t0, nt, w):
+    """w[r] = a[ka, t0 + r] / (K v_k)_{t0 + r} for the ``nt`` rows of a tile
+    starting at row t0, four rows at a time (each load of v_j serves four
+    rows; sums in float64, a float32 K widened entry by entry).  A short
+    last group repeats the tile's last row (its ratio lands past nt): no
+    remainder loop to compile."""
+    m = Kmat.shape[1]
+    last = t0 + nt - 1
+    for r in range(0, nt, 4):
+        i = t0 + r
+        i1 = min(i + 1, last)
+        i2 = min(i + 2, last)
+        i3 = min(i + 3, last)
+        s0 = 0.0
+        s1 = 0.0
+        s2 = 0.0
+        s3 = 0.0
+        for j in range(m):
+            vj = v[k, j]
+            s0 += Kmat[i, j] * vj
+            s1 += Kmat[i1, j] * vj
+            s2 += Kmat[i2, j] * vj
+            s3 += Kmat[i3, j] * vj
+        w[r] = a[ka, i] / s0
+        w[r + 1] = a[ka, i1] / s1
+        w[r + 2] = a[ka, i2] / s2
+        w[r + 3] = a[ka, i3] / s3
+
+
+@njit(**_SER)
+def _uot_tile_update(Kmat, w, u, q, k, t0, nt, acc):
+    """The tile's new u[k, t0 + r] = w[r] (the ratios, raised to fi1 by the
+    caller) and K_ij u_ki added into q_k four rows at a time while the tile
+    is in L1/L2.  ``acc`` = [max |u - u_old|, max(|u|, |u_old|), not
+    finite] (``uot_rule``'s inputs), updated."""
+    m = Kmat.shape[1]
     T = w.shape[0]  # a multiple of 4
+    last = t0 + nt - 1
     du = acc[0]
     mu = acc[1]
     bad = acc[2] != 0.0
-    for t0 in range(0, n, T):
-        nt = min(n, t0 + T) - t0
-        last = t0 + nt - 1
-        # groups of four rows; a short last group repeats the tile's last
-        # row (its ratio lands past nt, its weight below is 0): no
-        # remainder loops to compile
-        for r in range(0, nt, 4):
-            i = t0 + r
-            i1 = min(i + 1, last)
-            i2 = min(i + 2, last)
-            i3 = min(i + 3, last)
-            s0 = 0.0
-            s1 = 0.0
-            s2 = 0.0
-            s3 = 0.0
-            for j in range(m):
-                vj = v[k, j]
-                s0 += Kmat[i, j] * vj
-                s1 += Kmat[i1, j] * vj
-                s2 += Kmat[i2, j] * vj
-                s3 += Kmat[i3, j] * vj
-            w[r] = a[ka, i] / s0
-            w[r + 1] = a[ka, i1] / s1
-            w[r + 2] = a[ka, i2] / s2
-            w[r + 3] = a[ka, i3] / s3
-        pow_inplace(w, nt, fi)
-        for r in range(nt):
-            x = w[r]
-            old = u[k, t0 + r]
-            u[k, t0 + r] = x
-            bad |= not np.isfinite(x)
-            du = max(du, abs(x - old))
-            mu = max(mu, max(abs(x), abs(old)))
-        for r in range(nt, T):
-            w[r] = 0.0
-        for r in range(0, nt, 4):
-            i = t0 + r
-            i1 = min(i + 1, last)
-            i2 = min(i + 2, last)
-            i3 = min(i + 3, last)
-            u0 = w[r]
-            u1 = w[r + 1]
-            u2 = w[r + 2]
-            u3 = w[r + 3]
-            for j in range(m):
-                q[k, j] += (Kmat[i, j] * u0 + Kmat[i1, j] * u1) + (Kmat[i2, j] * u2
-                                                                  + Kmat[i3, j] * u3)
+    for r in range(nt):
+        x = w[r]
+        old = u[k, t0 + r]
+        u[k, t0 + r] = x
+        bad |= not np.isfinite(x)
+        du = max(du, abs(x - old))
+        mu = max(mu, max(abs(x), abs(old)))
+    for r in range(nt, T):
+        w[r] = 0.0
+    for r in range(0, nt, 4):
+        i = t0 + r
+        i1 = min(i + 1, last)
+        i2 = min(i + 2, last)
+        i3 = min(i + 3, last)
+        u0 = w[r]
+        u1 = w[r + 1]
+        u2 = w[r + 2]
+        u3 = w[r + 3]
+        for j in range(m):
+            q[k, j] += (Kmat[i, j] * u0 + Kmat[i1, j] * u1) + (Kmat[i2, j] * u2
+                                                              + Kmat[i3, j] * u3)
     acc[0] = du
     acc[1] = mu
     acc[2] = 1.0 if bad else 0.0
@@ -719,12 +719,14 @@ def uot_small_run(Kmat, a, b, u, v, fi1, fi2, n_steps, stopThr, errs):
     """:func:`uot_run` on the calling thread: up to ``n_steps`` iterations
     u = (a / K v)^fi1, v = (b / K^T u)^fi2 in place under :func:`uot_rule`.
 
-    Each row of K is read once per iteration (:func:`_uot_rows`, four rows
-    at a time): (K v_k)_i, the new u_ki, and K_ij u_ki added into
+    Each row of K is read once per iteration, in tiles of rows
+    (:func:`_uot_tile_ratios`, ``pow_inplace``, :func:`_uot_tile_update`,
+    four rows at a time): (K v_k)_i, the new u_ki, and K_ij u_ki added into
     q_k = K^T u_k while the rows are in L1; then v from q.  Same returns
     and ``errs`` as :func:`uot_run`."""
     n, m = Kmat.shape
     P = u.shape[0]
+    T = _SMALL_ROW_TILE  # a multiple of 4
     shared_a = a.shape[0] == 1
     shared_b = b.shape[0] == 1
     uprev = np.empty_like(u)
@@ -742,8 +744,23 @@ def uot_small_run(Kmat, a, b, u, v, fi1, fi2, n_steps, stopThr, errs):
         for k in range(P):
             for j in range(m):
                 q[k, j] = 0.0
-            ka = 0 if shared_a else k  # not in the call (see partial._small_run)
-            _uot_rows(Kmat, a, ka, fi1, v, u, q, k, w, acc)
+            ka = 0 if shared_a else k  # not in the calls (see partial._small_run)
+            # each row of K read once per iteration, in tiles of w.shape[0]
+            # rows: the tile's ratios a / (K v_k), their power fi1 in one
+            # vectorised loop (``pow_inplace``; libm's scalar pow was a third
+            # of the iteration at 64-256^2), then u and K^T u while the tile
+            # is in L1/L2.  Three leaf calls, not one kernel calling
+            # pow_inplace: a compiled function that passes an array to
+            # another call keeps Numba's reference counts of all its array
+            # arguments, 14 atomic operations per problem and iteration
+            # (docs/performance-notes.md)
+            t0 = np.int64(0)  # not the literal 0 (a second compile of the tiles)
+            while t0 < n:
+                nt = min(n, t0 + T) - t0
+                _uot_tile_ratios(Kmat, a, ka, v, k, t0, nt, w)
+                pow_inplace(w, nt, fi1)
+                _uot_tile_update(Kmat, w, u, q, k, t0, nt, acc)
+                t0 += T
         du = acc[0]
         mu = acc[1]
         bad = acc[2] != 0.0
