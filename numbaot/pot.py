@@ -34,7 +34,7 @@ BLAS on one thread inside POT loops that alternate it with Sinkhorn
 matrices with NumPy's BLAS before each of its Sinkhorn solves.  OpenBLAS's
 worker threads keep spinning for about 0.1 s after such a product, and
 numbaot's parallel kernels then share the cores with them: on 2 cores the
-patched fit at 1000 samples took 1.3-1.45x POT's own time.  While patched,
+patched fit at 1000 samples took 1.2-1.45x POT's own time.  While patched,
 these POT functions (``BLAS_ONE_THREAD``) run with BLAS limited to one
 thread (``threadpoolctl``, restored on return and on an exception) when the
 cost ``M`` has more entries than ``numbaot._config.SMALL_MAX_ENTRIES``
