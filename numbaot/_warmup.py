@@ -35,25 +35,51 @@ def _problem(dtype, n=5, m=4, n_hists=None):
 def _blocked_path():
     """Every problem takes the blocked (parallel) path for a while: the
     warm-up's tiny problems otherwise only reach the small-problem kernels
-    (``_config.SMALL_MAX_ENTRIES``)."""
+    (``_config.SMALL_MAX_ENTRIES``), and the blocked log-domain solver's
+    first column update its serial pass (``LOG_INIT_SERIAL_MAX_ENTRIES``)."""
     from . import _config
-    saved = _config.SMALL_MAX_ENTRIES
+    saved = _config.SMALL_MAX_ENTRIES, _config.LOG_INIT_SERIAL_MAX_ENTRIES
     _config.SMALL_MAX_ENTRIES = -1
+    _config.LOG_INIT_SERIAL_MAX_ENTRIES = -1
     try:
         yield
     finally:
-        _config.SMALL_MAX_ENTRIES = saved
+        _config.SMALL_MAX_ENTRIES, _config.LOG_INIT_SERIAL_MAX_ENTRIES = saved
+
+
+@contextlib.contextmanager
+def _columns_underflow():
+    """Every column sum of the blocked log-domain solver counts as
+    underflowed for a while (``numbaot.cpu.sinkhorn.UNDERFLOW_RTOL``), so
+    that its recomputation pass, compiled only when a step needs it, is
+    compiled too."""
+    from .cpu import sinkhorn as cpu_sinkhorn
+    saved = cpu_sinkhorn.UNDERFLOW_RTOL
+    cpu_sinkhorn.UNDERFLOW_RTOL = 1e300
+    try:
+        yield
+    finally:
+        cpu_sinkhorn.UNDERFLOW_RTOL = saved
 
 
 def _sinkhorn(dtype, method):
     import numbaot
+    from ._config import BATCH_MINOR_MIN
+    # paired batches: a few problems (problem-major kernels) and
+    # BATCH_MINOR_MIN of them (the problem-minor ``*_pm`` kernels)
+    batches = (None, 3, BATCH_MINOR_MIN)
     for path in (contextlib.nullcontext, _blocked_path):
         with path():
-            for n_hists in (None, 3):
+            for n_hists in batches:
                 a, b, M, _, _ = _problem(dtype, n_hists=n_hists)
                 numbaot.sinkhorn(a, b, M, 0.5, method=method, numItermax=20, log=True)
                 numbaot.sinkhorn2(a, b, M, 0.5, method=method, numItermax=20)
             numbaot.sinkhorn(list(a), list(b), M, 0.5, method=method, numItermax=20)
+    if method == "sinkhorn_log":
+        with _blocked_path(), _columns_underflow():
+            for n_hists in (None, BATCH_MINOR_MIN):
+                a, b, M, _, _ = _problem(dtype, n_hists=n_hists)
+                numbaot.sinkhorn(a, b, M, 0.5, method=method, numItermax=2)
 
 
 def _unbalanced(dtype):
