@@ -85,12 +85,14 @@ def _sinkhorn(dtype, method):
 def _unbalanced(dtype):
     import numbaot
     a, b, M, _, _ = _problem(dtype)
+    B = _problem(dtype, n_hists=3)[1]      # several targets: the losses' kernels
     for path in (contextlib.nullcontext, _blocked_path):
         with path():
             for method in ("sinkhorn", "sinkhorn_log"):
                 numbaot.sinkhorn_unbalanced(a, b, M, 0.5, 1.0, method=method, numItermax=20,
                                             log=True)
                 numbaot.sinkhorn_unbalanced2(a, b, M, 0.5, 1.0, method=method, numItermax=20)
+                numbaot.sinkhorn_unbalanced(a, B, M, 0.5, 1.0, method=method, numItermax=20)
                 # the state path (lists skip the one-call path of plain arrays)
                 numbaot.sinkhorn_unbalanced(list(a), list(b), M, 0.5, 1.0, method=method,
                                             numItermax=20)
