@@ -76,3 +76,47 @@ def test_command_line():
     bad = subprocess.run([sys.executable, "-m", "numbaot", "warmup", "--functions", "nope"],
                          cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert bad.returncode == 2 and "unknown name" in bad.stderr
+
+
+def test_after_warmup_larger_and_batched_calls_compile_nothing(tmp_path):
+    """A warmed-up process (fresh, empty Numba cache) then solves larger
+    problems than the warm-up's (the blocked path, the parallel first column
+    update of the log domain), batches of BATCH_MINOR_MIN problems (the
+    problem-minor kernels), a log-domain solve whose column sums underflow
+    (the recomputation pass), and unbalanced problems with several targets
+    (their losses): none of them compiles a kernel."""
+    code = (
+        "import numpy as np, numbaot, warnings\n"
+        "from numba.core.dispatcher import Dispatcher\n"
+        "from numbaot.cpu import sinkhorn as cs\n"
+        "warnings.simplefilter('ignore')\n"
+        "numbaot.warmup(['sinkhorn_log', 'sinkhorn_unbalanced'], dtypes=('float64',),\n"
+        "               verbose=False)\n"
+        "compiled = []\n"
+        "orig = Dispatcher.compile\n"
+        "def rec(self, sig):\n"
+        "    n0 = len(self.overloads)\n"
+        "    out = orig(self, sig)\n"
+        "    if len(self.overloads) > n0:\n"
+        "        compiled.append(self.py_func.__qualname__)\n"
+        "    return out\n"
+        "Dispatcher.compile = rec\n"
+        "rng = np.random.default_rng(0)\n"
+        "n = 600\n"
+        "x = rng.random((n, 2))\n"
+        "M = ((x[:, None] - x[None]) ** 2).sum(-1); M /= M.max()\n"
+        "a = np.full(n, 1 / n); B = rng.random((n, 9)); B /= B.sum(0)\n"
+        "for b in (a, B):\n"
+        "    numbaot.sinkhorn(a, b, M, 0.05, method='sinkhorn_log', numItermax=5)\n"
+        "    numbaot.sinkhorn_unbalanced(a, b, M, 0.05, 1.0, numItermax=5)\n"
+        "    numbaot.sinkhorn_unbalanced(a, b, M, 0.05, 1.0, method='sinkhorn_log',\n"
+        "                                numItermax=5)\n"
+        "cs.UNDERFLOW_RTOL = 1e300\n"
+        "for b in (a, B):\n"
+        "    numbaot.sinkhorn(a, b, M, 0.05, method='sinkhorn_log', numItermax=3)\n"
+        "print('COMPILED', sorted(set(compiled)))\n")
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path))
+    run = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
+                         text=True, timeout=900, env=env)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert "COMPILED []" in run.stdout, run.stdout[-2000:]
