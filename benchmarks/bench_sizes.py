@@ -56,6 +56,7 @@ Usage::
     python benchmarks/bench_sizes.py                        # 32 ... 4096, float64 and float32
     python benchmarks/bench_sizes.py --quick                # 32 ... 512
     python benchmarks/bench_sizes.py --sizes 32 64 --dtypes float64 --threads 2
+    python benchmarks/bench_sizes.py --overhead-only --threads 2   # per-call costs
 """
 
 from __future__ import annotations
@@ -601,6 +602,8 @@ def main(argv=None):
                         "the previous size, exceeds this (s); default 10")
     p.add_argument("--no-emd", action="store_true", help="do not time ot.emd")
     p.add_argument("--seed", type=int, default=0, help="seed of the random points; default 0")
+    p.add_argument("--overhead-only", action="store_true",
+                   help="only the per-call costs at n = 16, 64, 128 (first section)")
     args = p.parse_args(argv)
     sizes = args.sizes or (QUICK_SIZES if args.quick else ALL_SIZES)
 
@@ -630,6 +633,8 @@ def main(argv=None):
     print()
 
     print_overhead(nb, ot)
+    if args.overhead_only:
+        return 0
 
     results = {s: [] for s in args.solvers}
     states = {}  # POT's (and ot.emd's) last measured call time, per solver and dtype
@@ -691,37 +696,75 @@ def main(argv=None):
     return 0
 
 
-def print_overhead(nb, ot, n=16, calls=3000, rounds=5):
-    """Per-call cost: ``sinkhorn`` (default method) and ``sinkhorn2`` on an
-    n x n float64 problem with ``numItermax=1``, numbaot and POT interleaved
-    by rounds; the best round's mean per call (the least disturbed by other
-    work on the machine)."""
+def print_overhead(nb, ot, sizes=(16, 64, 128), rounds=5, round_time=0.1):
+    """Per-call costs at minibatch sizes (float64, n x n, uniform weights, M
+    uniform in [0, 1), reg 0.05): ``sinkhorn`` and ``sinkhorn2`` with
+    ``numItermax=1``, ``sinkhorn(method='sinkhorn_log')`` to the default
+    stopThr, ``solve`` (default, and ``max_iter=1``),
+    ``sinkhorn2_value_and_grad`` with ``numItermax=1`` and
+    ``partial.entropic_partial_wasserstein`` (m = 0.8) with ``numItermax=1``
+    and with POT's defaults (1000 iterations).  numbaot and POT (where POT
+    has the call and it takes less than 50 ms) alternate by rounds of at
+    least ``round_time`` seconds; the best round's mean per call (the least
+    disturbed by other work on the machine)."""
     import warnings
+
+    import importlib
+
+    importlib.import_module("numbaot.partial")  # nb.partial below
+    importlib.import_module("ot.partial")
+
     rng = np.random.default_rng(0)
-    a = np.full(n, 1.0 / n)
-    M = rng.random((n, n))
     rows = []
-    for name in ("sinkhorn", "sinkhorn2"):
-        fns = {lib: (lambda f=getattr(lib, name): f(a, a, M, 0.05, numItermax=1, warn=False))
-               for lib in (nb, ot)}
-        best = {}
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            for _ in range(rounds):
-                for lib, f in fns.items():
-                    f()
+    for n in sizes:
+        a = np.full(n, 1.0 / n)
+        M = rng.random((n, n))
+        calls = [
+            ("sinkhorn(numItermax=1)", lambda L: L.sinkhorn(a, a, M, 0.05, numItermax=1), True),
+            ("sinkhorn2(numItermax=1)", lambda L: L.sinkhorn2(a, a, M, 0.05, numItermax=1),
+             True),
+            ("sinkhorn(method='sinkhorn_log')",
+             lambda L: L.sinkhorn(a, a, M, 0.05, method="sinkhorn_log"), True),
+            ("solve(M, a, b, reg)", lambda L: L.solve(M, a, a, reg=0.05), True),
+            ("solve(M, a, b, reg, max_iter=1)",
+             lambda L: L.solve(M, a, a, reg=0.05, max_iter=1), True),
+            ("sinkhorn2_value_and_grad(numItermax=1)",
+             lambda L: L.sinkhorn2_value_and_grad(a, a, M, 0.05, numItermax=1), False),
+            ("partial.entropic_partial_wasserstein(numItermax=1)",
+             lambda L: L.partial.entropic_partial_wasserstein(a, a, M, 0.05, m=0.8,
+                                                              numItermax=1), True),
+            ("partial.entropic_partial_wasserstein (1000 iterations)",
+             lambda L: L.partial.entropic_partial_wasserstein(a, a, M, 0.05, m=0.8), True),
+        ]
+        for label, call, with_pot in calls:
+            libs = [nb] + ([ot] if with_pot else [])
+            best, reps = {}, {}
+            with warnings.catch_warnings(), np.errstate(all="ignore"):
+                warnings.simplefilter("ignore")
+                for lib in list(libs):
+                    call(lib)
                     t0 = time.perf_counter()
-                    for _ in range(calls):
-                        f()
-                    best[lib] = min(best.get(lib, np.inf), (time.perf_counter() - t0) / calls)
-        rows.append([f"{name}, n = {n}, numItermax=1", 1e6 * best[ot], 1e6 * best[nb],
-                     best[ot] / best[nb]])
-    print("## Per-call cost (one iteration)")
+                    call(lib)
+                    t1 = time.perf_counter() - t0
+                    if lib is ot and t1 > 0.05:
+                        libs.remove(ot)
+                    reps[lib] = max(3, int(round_time / max(t1, 1e-7)))
+                for _ in range(rounds):
+                    for lib in libs:
+                        t0 = time.perf_counter()
+                        for _ in range(reps[lib]):
+                            call(lib)
+                        best[lib] = min(best.get(lib, np.inf),
+                                        (time.perf_counter() - t0) / reps[lib])
+            pot_us = 1e6 * best[ot] if ot in best else None
+            rows.append([f"{label}, n = {n}", "-" if pot_us is None else pot_us,
+                         1e6 * best[nb], "-" if pot_us is None else best[ot] / best[nb]])
+    print("## Per-call cost at minibatch sizes")
     print()
     C.print_table(["call", "POT µs", "numbaot µs", "ratio"], rows)
     print()
-    print(f"Best of {rounds} rounds of {calls} calls each, the two libraries alternating "
-          "by rounds.")
+    print(f"Best of {rounds} rounds of at least {round_time} s each, the two libraries "
+          "alternating by rounds ('-': POT has no such call, or a call takes over 50 ms).")
     print()
 
 
