@@ -28,7 +28,7 @@ beyond _SHIFT_MIN in magnitude takes a minimum pass, and only one with such
 a line the shifts; the others run as before, bit for bit.
 """
 import numpy as np
-from numba import njit, prange
+from numba import njit, prange, typeof, types
 
 from .._config import (IMPLICIT_ABSORB, IMPLICIT_LOG_ONLY, IMPLICIT_SHIFT_MIN,
                        IMPLICIT_SUM_FLOOR, JIT_OPTIONS)
@@ -509,57 +509,197 @@ def _forward_lanes(W, xr, xc, g0, n_iter, tol, F, Gh, hist, Kt, fa, ga, u, v, s,
                 gf[i, c] = ga[i, c] + fast_log(v[i, c])
 
 
+_A1 = types.Array(types.float64, 1, "C")
+_A2 = types.Array(types.float64, 2, "C")
+_A3 = types.Array(types.float64, 3, "C")
+#: the signature of ``_forward_lanes`` on the workspaces the work items
+#: allocate (``forward_item``, ``unrolled_item``), for its function pointer
+FORWARD_LANES_SIGNATURE = types.none(
+    _A3, _A2, _A2, _A2, types.int64, types.float64, _A3, _A3, types.boolean, _A3, _A2, _A2,
+    _A2, _A2, _A2, _A2, _A1, _A2, _A1, _A1, types.Array(types.int64, 1, "C"), _A2, _A2)
+
+
+@njit(**_SER)
+def forward_item(lanes_fn, X, b0, n_iter, tol, L, R, iters):
+    """``operator_forward``'s work item: matrices b0 .. b0 + L - 1 of X (the
+    lanes past B repeat the last one; their results are dropped), run by
+    ``lanes_fn`` (``_forward_lanes`` as a function pointer of the signature
+    ``FORWARD_LANES_SIGNATURE``: its code is then not linked and optimised
+    again here); R[b], iters[b] written for those matrices.  Called through
+    a function pointer (``numbaot.cpu._pointer``): its signature is
+    ``forward_item_signature``'s."""
+    B = X.shape[0]
+    n = X.shape[1]
+    W = np.empty((n, n, L))
+    Kt = np.empty((n, n, L))
+    F = np.empty((1, n, L))     # the history (unused here)
+    Gh = np.empty((1, n, L))
+    xr = np.empty((n, L))
+    xc = np.empty((n, L))
+    fa = np.empty((n, L))
+    ga = np.empty((n, L))
+    u = np.empty((n, L))
+    v = np.empty((n, L))
+    s = np.empty((n, L))
+    lg = np.empty((n, L))
+    acc2 = np.empty((n, L))
+    ff = np.empty((n, L))
+    gf = np.empty((n, L))
+    g0 = np.empty((n, L))
+    acc = np.empty(L)
+    vmax = np.empty(L)
+    bad = np.empty(L)
+    Kc = np.empty(L, dtype=np.int64)
+    _load(X, b0, B, W, xr, xc)
+    lanes_fn(W, xr, xc, g0, n_iter, tol, F, Gh, False, Kt, fa, ga, u, v,
+             s, lg, acc, acc2, vmax, bad, Kc, ff, gf)
+    nl = min(L, B - b0)
+    for c in range(nl):
+        iters[b0 + c] = Kc[c]
+    for i in range(n):
+        for j in range(n):
+            for c in range(nl):
+                R[b0 + c, i, j] = fast_exp(W[i, j, c] + ff[i, c] + gf[j, c])
+
+
+def forward_item_signature(X, R, iters):
+    """The Numba signature of ``forward_item`` for these arrays (their
+    exact types: dtype, layout, read-only flag)."""
+    return types.none(types.FunctionType(FORWARD_LANES_SIGNATURE), typeof(X), types.int64,
+                      types.int64, types.float64, types.int64, typeof(R), typeof(iters))
+
+
 @njit(**_PAR)
-def operator_forward(X, n_iter, tol, lanes, R, iters):
+def operator_forward(item, lanes_fn, X, n_iter, tol, lanes, R, iters):
     """R[b] = S_K(X[b]) = exp(X + f 1^T + 1 g^T) after K Sinkhorn iterations,
     K = n_iter, or fewer when tol >= 0 (see ``_forward_lanes``); iters[b] = K.
+    ``item``: ``forward_item`` as a ``KernelPointer`` of the signature
+    ``forward_item_signature(X, R, iters)`` (its code is not linked into
+    this parallel loop's three gufunc layers: ``numbaot.cpu._pointer``);
+    ``lanes_fn``: ``_forward_lanes`` as a ``KernelPointer`` of the signature
+    ``FORWARD_LANES_SIGNATURE``.
 
     X, R: (B, n, n); iters: (B,) int64.
     """
     L = lanes
     B = X.shape[0]
-    n = X.shape[1]
     n_items = (B + L - 1) // L
     for t in prange(n_items):
-        W = np.empty((n, n, L))
-        Kt = np.empty((n, n, L))
-        F = np.empty((1, n, L))     # the history (unused here)
-        Gh = np.empty((1, n, L))
-        xr = np.empty((n, L))
-        xc = np.empty((n, L))
-        fa = np.empty((n, L))
-        ga = np.empty((n, L))
-        u = np.empty((n, L))
-        v = np.empty((n, L))
-        s = np.empty((n, L))
-        lg = np.empty((n, L))
-        acc2 = np.empty((n, L))
-        ff = np.empty((n, L))
-        gf = np.empty((n, L))
-        g0 = np.empty((n, L))
-        acc = np.empty(L)
-        vmax = np.empty(L)
-        bad = np.empty(L)
-        Kc = np.empty(L, dtype=np.int64)
-        b0 = t * L
-        _load(X, b0, B, W, xr, xc)
-        _forward_lanes(W, xr, xc, g0, n_iter, tol, F, Gh, False, Kt, fa, ga, u, v,
-                       s, lg, acc, acc2, vmax, bad, Kc, ff, gf)
-        nl = min(L, B - b0)
-        for c in range(nl):
-            iters[b0 + c] = Kc[c]
-        for i in range(n):
-            for j in range(n):
-                for c in range(nl):
-                    R[b0 + c, i, j] = fast_exp(W[i, j, c] + ff[i, c] + gf[j, c])
-
+        item(lanes_fn, X, np.int64(t * L), np.int64(n_iter), np.float64(tol), np.int64(L), R,
+             iters)
 
 
 # --------------------------------------------------------------------------
 # unrolled backward (exact gradient of the finite-iteration forward)
 # --------------------------------------------------------------------------
+@njit(**_SER)
+def unrolled_item(lanes_fn, X, G, b0, n_iter, tol, L, dX, iters):
+    """``unrolled_backward``'s work item: matrices b0 .. b0 + L - 1 (the
+    lanes past B repeat the last one; their results are dropped); dX[b],
+    iters[b] written for those matrices; ``lanes_fn``: ``_forward_lanes``
+    (see ``forward_item``).  Called through a function pointer
+    (``numbaot.cpu._pointer``): its signature is
+    ``unrolled_item_signature``'s."""
+    B = X.shape[0]
+    n = X.shape[1]
+    W = np.empty((n, n, L))
+    GW = np.empty((n, n, L))
+    D = np.empty((n, n, L))
+    F = np.empty((n_iter, n, L))
+    Gh = np.empty((n_iter + 1, n, L))
+    xr = np.empty((n, L))
+    xc = np.empty((n, L))
+    acc2 = np.empty((n, L))
+    ff = np.empty((n, L))
+    gf = np.empty((n, L))
+    fb = np.empty((n, L))
+    gb = np.empty((n, L))
+    gbn = np.empty((n, L))
+    acc = np.empty(L)
+    vmax = np.empty(L)
+    act = np.empty(L)
+    first = np.empty(L)
+    fbi = np.empty(L)
+    Kc = np.empty(L, dtype=np.int64)
+    g0 = np.empty((n, L))
+    nl = min(L, B - b0)
+    _load(X, b0, B, W, xr, xc)
+    _gather(G, b0, B, GW)
+    Kt = np.empty((n, n, L))
+    fa = np.empty((n, L))
+    ga = np.empty((n, L))
+    u = np.empty((n, L))
+    v = np.empty((n, L))
+    s = np.empty((n, L))
+    lg = np.empty((n, L))
+    bad = np.empty(L)
+    lanes_fn(W, xr, xc, g0, n_iter, tol, F, Gh, True, Kt, fa, ga, u, v,
+             s, lg, acc, acc2, vmax, bad, Kc, ff, gf)
+    Kmax = 0
+    for c in range(L):
+        Kmax = max(Kmax, Kc[c])
+    for j in range(n):
+        for c in range(L):
+            gb[j, c] = 0.0
+    for i in range(n):
+        for c in range(L):
+            fb[i, c] = 0.0
+        for j in range(n):
+            for c in range(L):
+                h = GW[i, j, c] * fast_exp(W[i, j, c] + ff[i, c] + gf[j, c])
+                D[i, j, c] = h
+                fb[i, c] += h
+                gb[j, c] += h
+    for k in range(Kmax, 0, -1):
+        f = F[k - 1]
+        g = Gh[k]
+        gp = Gh[k - 1]
+        for c in range(L):
+            act[c] = 1.0 if k <= Kc[c] else 0.0
+            first[c] = 1.0 if k == Kc[c] else 0.0
+        for j in range(n):
+            for c in range(L):
+                gbn[j, c] = 0.0
+        for i in range(n):
+            # column step k: P_ij = exp(W_ij + f_i + g_j)
+            for c in range(L):
+                acc[c] = 0.0
+            for j in range(n):
+                for c in range(L):
+                    P = fast_exp(W[i, j, c] + f[i, c] + g[j, c])
+                    acc[c] += P * gb[j, c]
+                    D[i, j, c] -= act[c] * (gb[j, c] * P)
+            for c in range(L):
+                fbi[c] = first[c] * fb[i, c] - acc[c]
+            # row step k: Q_ij = exp(W_ij + f_i + g^{k-1}_j) (a second
+            # exponential: P_ij exp(g^{k-1}_j - g^k_j) can overflow as inf * 0
+            # when a column scaling moves by more than ~700 in one iteration)
+            for j in range(n):
+                for c in range(L):
+                    Q = fast_exp(W[i, j, c] + f[i, c] + gp[j, c])
+                    D[i, j, c] -= act[c] * (fbi[c] * Q)
+                    gbn[j, c] -= Q * fbi[c]
+        for j in range(n):
+            for c in range(L):
+                if act[c] > 0.0:
+                    gb[j, c] = gbn[j, c]
+    for c in range(nl):
+        iters[b0 + c] = Kc[c]
+    for i in range(n):
+        for j in range(n):
+            for c in range(nl):
+                dX[b0 + c, i, j] = D[i, j, c]
+
+
+def unrolled_item_signature(X, G, dX, iters):
+    """The Numba signature of ``unrolled_item`` for these arrays."""
+    return types.none(types.FunctionType(FORWARD_LANES_SIGNATURE), typeof(X), typeof(G),
+                      types.int64, types.int64, types.float64, types.int64, typeof(dX),
+                      typeof(iters))
+
+
 @njit(**_PAR)
-def unrolled_backward(X, G, n_iter, tol, lanes, dX, iters):
+def unrolled_backward(item, lanes_fn, X, G, n_iter, tol, lanes, dX, iters):
     """dX[b] = d<G[b], S_K(X[b])>/dX[b]: reverse mode through the K Sinkhorn
     iterations of ``operator_forward`` (same n_iter and tol, so the same K;
     iters[b] = K).
@@ -576,97 +716,13 @@ def unrolled_backward(X, G, n_iter, tol, lanes, dX, iters):
     ``operator_forward``'s own (``_forward_lanes``: multiply-adds, plus 2 n
     logarithms per iteration for the history).  Lanes with different
     K (tol) are masked: lane c joins the sweep at k = K_c.
+    ``item``: ``unrolled_item`` as a ``KernelPointer`` of the signature
+    ``unrolled_item_signature(X, G, dX, iters)``; ``lanes_fn``: see
+    ``operator_forward``.
     """
     L = lanes
     B = X.shape[0]
-    n = X.shape[1]
     n_items = (B + L - 1) // L
     for t in prange(n_items):
-        W = np.empty((n, n, L))
-        GW = np.empty((n, n, L))
-        D = np.empty((n, n, L))
-        F = np.empty((n_iter, n, L))
-        Gh = np.empty((n_iter + 1, n, L))
-        xr = np.empty((n, L))
-        xc = np.empty((n, L))
-        acc2 = np.empty((n, L))
-        ff = np.empty((n, L))
-        gf = np.empty((n, L))
-        fb = np.empty((n, L))
-        gb = np.empty((n, L))
-        gbn = np.empty((n, L))
-        acc = np.empty(L)
-        vmax = np.empty(L)
-        act = np.empty(L)
-        first = np.empty(L)
-        fbi = np.empty(L)
-        Kc = np.empty(L, dtype=np.int64)
-        g0 = np.empty((n, L))
-        b0 = t * L
-        nl = min(L, B - b0)
-        _load(X, b0, B, W, xr, xc)
-        _gather(G, b0, B, GW)
-        Kt = np.empty((n, n, L))
-        fa = np.empty((n, L))
-        ga = np.empty((n, L))
-        u = np.empty((n, L))
-        v = np.empty((n, L))
-        s = np.empty((n, L))
-        lg = np.empty((n, L))
-        bad = np.empty(L)
-        _forward_lanes(W, xr, xc, g0, n_iter, tol, F, Gh, True, Kt, fa, ga, u, v,
-                       s, lg, acc, acc2, vmax, bad, Kc, ff, gf)
-        Kmax = 0
-        for c in range(L):
-            Kmax = max(Kmax, Kc[c])
-        for j in range(n):
-            for c in range(L):
-                gb[j, c] = 0.0
-        for i in range(n):
-            for c in range(L):
-                fb[i, c] = 0.0
-            for j in range(n):
-                for c in range(L):
-                    h = GW[i, j, c] * fast_exp(W[i, j, c] + ff[i, c] + gf[j, c])
-                    D[i, j, c] = h
-                    fb[i, c] += h
-                    gb[j, c] += h
-        for k in range(Kmax, 0, -1):
-            f = F[k - 1]
-            g = Gh[k]
-            gp = Gh[k - 1]
-            for c in range(L):
-                act[c] = 1.0 if k <= Kc[c] else 0.0
-                first[c] = 1.0 if k == Kc[c] else 0.0
-            for j in range(n):
-                for c in range(L):
-                    gbn[j, c] = 0.0
-            for i in range(n):
-                # column step k: P_ij = exp(W_ij + f_i + g_j)
-                for c in range(L):
-                    acc[c] = 0.0
-                for j in range(n):
-                    for c in range(L):
-                        P = fast_exp(W[i, j, c] + f[i, c] + g[j, c])
-                        acc[c] += P * gb[j, c]
-                        D[i, j, c] -= act[c] * (gb[j, c] * P)
-                for c in range(L):
-                    fbi[c] = first[c] * fb[i, c] - acc[c]
-                # row step k: Q_ij = exp(W_ij + f_i + g^{k-1}_j) (a second
-                # exponential: P_ij exp(g^{k-1}_j - g^k_j) can overflow as inf * 0
-                # when a column scaling moves by more than ~700 in one iteration)
-                for j in range(n):
-                    for c in range(L):
-                        Q = fast_exp(W[i, j, c] + f[i, c] + gp[j, c])
-                        D[i, j, c] -= act[c] * (fbi[c] * Q)
-                        gbn[j, c] -= Q * fbi[c]
-            for j in range(n):
-                for c in range(L):
-                    if act[c] > 0.0:
-                        gb[j, c] = gbn[j, c]
-        for c in range(nl):
-            iters[b0 + c] = Kc[c]
-        for i in range(n):
-            for j in range(n):
-                for c in range(nl):
-                    dX[b0 + c, i, j] = D[i, j, c]
+        item(lanes_fn, X, G, np.int64(t * L), np.int64(n_iter), np.float64(tol), np.int64(L), dX,
+             iters)

@@ -46,9 +46,13 @@ from .._config import (IMPLICIT_CG_BLOCK, IMPLICIT_CG_SCALE_BAND, IMPLICIT_CG_SC
 from .._dispatch import threads_at_most
 from ._implicit_cg import implicit_lanes
 from ._implicit_codegen import LANES
+from ._implicit_forward import (FORWARD_LANES_SIGNATURE, _forward_lanes, forward_item,
+                               forward_item_signature)
 from ._implicit_forward import operator_forward as forward_kernel
 from ._implicit_forward import unrolled_backward as unrolled_kernel
-from ._implicit_unrolled import PADDED, UNROLL_MAX, UNROLLED_KERNELS
+from ._implicit_forward import unrolled_item, unrolled_item_signature
+from ._implicit_unrolled import PADDED, UNROLL_MAX, UNROLLED_KERNELS, item_pointer
+from ._pointer import KernelPointer
 
 __all__ = ["LAUNCHERS", "lanes_for", "item_lanes", "count_invalid", "operator_forward",
            "implicit_backward", "unrolled_backward"]
@@ -126,6 +130,29 @@ def count_invalid(x, nonneg):
     return int(cnt[0]), int(cnt[1])
 
 
+#: ``KernelPointer`` of the work-item kernels, per kernel and array types
+_ITEM_POINTERS = {}
+
+
+def _item_pointer(kernel, signature, *arrays):
+    """``kernel`` as a ``KernelPointer`` of the signature
+    ``signature(*arrays)``, kept per (kernel, dtype and writeability of the
+    arrays): C-contiguous arrays of one dtype and flag have one type."""
+    key = (kernel,) + tuple((x.dtype, x.flags.writeable) for x in arrays)
+    ptr = _ITEM_POINTERS.get(key)
+    if ptr is None:
+        ptr = _ITEM_POINTERS[key] = KernelPointer(kernel, signature(*arrays))
+    return ptr
+
+
+def _lanes_pointer():
+    ptr = _ITEM_POINTERS.get(_forward_lanes)
+    if ptr is None:
+        ptr = _ITEM_POINTERS[_forward_lanes] = KernelPointer(_forward_lanes,
+                                                             FORWARD_LANES_SIGNATURE)
+    return ptr
+
+
 def operator_forward(X, n_iter, tol):
     """R[b] = S_K(X[b]) = exp(X + f 1^T + 1 g^T) after K Sinkhorn iterations,
     K = n_iter, or fewer when tol >= 0 (tol < 0: never stop early; see
@@ -140,7 +167,8 @@ def operator_forward(X, n_iter, tol):
     if B:
         lanes = lanes_for(n, B)
         with threads_at_most(-(-B // lanes)):
-            forward_kernel(X, n_iter, tol, lanes, R, iters)
+            item = _item_pointer(forward_item, forward_item_signature, X, R, iters)
+            forward_kernel(item, _lanes_pointer(), X, n_iter, tol, lanes, R, iters)
     return R, iters
 
 
@@ -187,9 +215,10 @@ def implicit_backward(R, G, corrected, max_iter, cg_tol):
     band = IMPLICIT_CG_SCALE_BAND_F32 if dX.dtype == np.float32 else IMPLICIT_CG_SCALE_BAND
     with threads_at_most(-(-B // item_lanes(n, B))):
         if n <= UNROLL_MAX:
-            iters, relres, n_nonfinite, n_negative = UNROLLED_KERNELS[PADDED[n]](
-                R, G, corrected, max_iter, cg_tol, band, IMPLICIT_CG_BLOCK,
-                IMPLICIT_CHUNKS * numba.get_num_threads(), dX)
+            N = PADDED[n]
+            iters, relres, n_nonfinite, n_negative = UNROLLED_KERNELS[N](
+                item_pointer(N, R, G, dX), R, G, corrected, max_iter, cg_tol, band,
+                IMPLICIT_CG_BLOCK, IMPLICIT_CHUNKS * numba.get_num_threads(), dX)
         else:
             iters, relres, n_nonfinite, n_negative = implicit_lanes(
                 R, G, corrected, max_iter, cg_tol, band, lanes_for(n, B), dX)
@@ -209,7 +238,8 @@ def unrolled_backward(X, G, n_iter, tol):
     if B:
         lanes = lanes_for(n, B)
         with threads_at_most(-(-B // lanes)):
-            unrolled_kernel(X, G, n_iter, tol, lanes, dX, iters)
+            item = _item_pointer(unrolled_item, unrolled_item_signature, X, G, dX, iters)
+            unrolled_kernel(item, _lanes_pointer(), X, G, n_iter, tol, lanes, dX, iters)
     return dX, iters
 
 
