@@ -26,15 +26,13 @@ import math
 import types
 
 import numpy as np
-from numba import njit, prange, typeof
-from numba.core import types as nbtypes
+from numba import njit, prange
 
 from .._config import IMPLICIT_CG_BLOCK_BYTES, IMPLICIT_UNROLL_SIZES, JIT_OPTIONS
 from ._implicit_cg import any_negative, any_nonfinite, cg_scale
 from ._implicit_codegen import LANES as _UL
 from ._implicit_codegen import STRIDE as _US
 from ._implicit_codegen import generated_source
-from ._pointer import KernelPointer
 
 _PAR = dict(JIT_OPTIONS, parallel=True)
 _SER = dict(JIT_OPTIONS)
@@ -229,7 +227,7 @@ def _backward_item_unrolled(R, G, Rf, Gf, corrected, max_iter, cg_tol, band, b0,
     return nf, neg
 
 
-def _implicit_unrolled(item, R, G, corrected, max_iter, cg_tol, band, block, chunks, dX):
+def _implicit_unrolled(R, G, corrected, max_iter, cg_tol, band, block, chunks, dX):
     """``implicit_backward`` for n <= N, N in IMPLICIT_UNROLL_SIZES (the
     padded size): work items of _UL matrices on ``chunks`` workspaces.  A
     template: ``_compile_for_size(N)`` compiles it with the size-N kernels
@@ -267,9 +265,9 @@ def _implicit_unrolled(item, R, G, corrected, max_iter, cg_tol, band, block, chu
         t2 = np.empty(n)
         for t in range(th, n_items, n_chunks):
             b0 = t * _UL
-            nf, ng = item(R, G, Rf, Gf, corrected, np.int64(max_iter), np.float64(cg_tol),
-                          np.float64(band), np.int64(b0), np.int64(min(_UL, B - b0)),
-                          np.int64(block), Z, t1, t2, dX, dXf, iters, relres)
+            nf, ng = _backward_item_unrolled(R, G, Rf, Gf, corrected, max_iter, cg_tol,
+                                             band, b0, min(_UL, B - b0), block, Z, t1, t2,
+                                             dX, dXf, iters, relres)
             n_nf += nf
             n_neg += ng
     return iters, relres, n_nf, n_neg
@@ -300,50 +298,20 @@ def _compile_for_size(N):
     smaller context (LLVM may inline and round differently: results can
     move by an ulp against the all-sizes build).  The templates' own code
     objects (same file and line numbers) on a namespace of their size,
-    distinct names: Numba's disk cache keeps each size apart.  Returns the
-    parallel kernel and the work-item kernel, which the parallel one
-    receives as a function pointer (``item_pointer``)."""
+    distinct names: Numba's disk cache keeps each size apart."""
     ns = dict(globals())
     ns["_N_PAD"] = N
     for name in _BOUND_NAMES:
         ns["_" + name] = globals()[f"_{name}_at_{N}"]
     digest = _size_digest(N)
-    out = []
-    for fn, opts in ((_implicit_unrolled, _PAR), (_backward_item_unrolled, _SER)):
+    for fn, opts in ((_backward_item_unrolled, _SER), (_implicit_unrolled, _PAR)):
         name = fn.__name__
         sized = types.FunctionType(fn.__code__, ns, f"{name}_{N}")
         sized.__qualname__ = f"{name}_{N}_{digest}"
         ns[name] = njit(**opts)(sized)
-        out.append(ns[name])
-    return tuple(out)
+    return ns["_implicit_unrolled"]
 
 
-_COMPILED = {N: _compile_for_size(N) for N in UNROLL_SIZES}
-#: the parallel kernel of each padded size N (its first argument: the work
-#: item's ``item_pointer``)
-UNROLLED_KERNELS = {N: k[0] for N, k in _COMPILED.items()}
-#: the work-item kernel of each padded size N
-UNROLLED_ITEMS = {N: k[1] for N, k in _COMPILED.items()}
-_POINTERS = {}
-
-
-def item_pointer(N, R, G, dX):
-    """``UNROLLED_ITEMS[N]`` as a ``KernelPointer`` for these arrays (R, G,
-    dX: (B, n, n) C-contiguous; the signature holds their exact types and
-    those of the workspaces ``_implicit_unrolled`` allocates), kept per size,
-    dtypes and writeability."""
-    key = (N,) + tuple((x.dtype, x.flags.writeable) for x in (R, G, dX))
-    ptr = _POINTERS.get(key)
-    if ptr is None:
-        vec = nbtypes.Array(nbtypes.float64, 1, "C")
-        tR, tG, tdX = typeof(R), typeof(G), typeof(dX)
-        sig = nbtypes.UniTuple(nbtypes.int64, 2)(
-            tR, tG, tR.copy(ndim=1), tG.copy(ndim=1), nbtypes.boolean, nbtypes.int64,
-            nbtypes.float64, nbtypes.float64, nbtypes.int64, nbtypes.int64, nbtypes.int64,
-            vec, vec, vec, tdX, tdX.copy(ndim=1), nbtypes.Array(nbtypes.int64, 1, "C"), vec)
-        ptr = _POINTERS[key] = KernelPointer(UNROLLED_ITEMS[N], sig)
-    return ptr
-
-
+UNROLLED_KERNELS = {N: _compile_for_size(N) for N in UNROLL_SIZES}
 #: the padded size of n = 0 .. max(IMPLICIT_UNROLL_SIZES)
 PADDED = tuple(min(N for N in UNROLL_SIZES if N >= n) for n in range(UNROLL_MAX + 1))

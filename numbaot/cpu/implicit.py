@@ -51,7 +51,7 @@ from ._implicit_forward import (FORWARD_LANES_SIGNATURE, _forward_lanes, forward
 from ._implicit_forward import operator_forward as forward_kernel
 from ._implicit_forward import unrolled_backward as unrolled_kernel
 from ._implicit_forward import unrolled_item, unrolled_item_signature
-from ._implicit_unrolled import PADDED, UNROLL_MAX, UNROLLED_KERNELS, item_pointer
+from ._implicit_unrolled import PADDED, UNROLL_MAX, UNROLLED_KERNELS
 from ._pointer import KernelPointer
 
 __all__ = ["LAUNCHERS", "lanes_for", "item_lanes", "count_invalid", "operator_forward",
@@ -215,10 +215,9 @@ def implicit_backward(R, G, corrected, max_iter, cg_tol):
     band = IMPLICIT_CG_SCALE_BAND_F32 if dX.dtype == np.float32 else IMPLICIT_CG_SCALE_BAND
     with threads_at_most(-(-B // item_lanes(n, B))):
         if n <= UNROLL_MAX:
-            N = PADDED[n]
-            iters, relres, n_nonfinite, n_negative = UNROLLED_KERNELS[N](
-                item_pointer(N, R, G, dX), R, G, corrected, max_iter, cg_tol, band,
-                IMPLICIT_CG_BLOCK, IMPLICIT_CHUNKS * numba.get_num_threads(), dX)
+            iters, relres, n_nonfinite, n_negative = UNROLLED_KERNELS[PADDED[n]](
+                R, G, corrected, max_iter, cg_tol, band, IMPLICIT_CG_BLOCK,
+                IMPLICIT_CHUNKS * numba.get_num_threads(), dX)
         else:
             iters, relres, n_nonfinite, n_negative = implicit_lanes(
                 R, G, corrected, max_iter, cg_tol, band, lanes_for(n, B), dX)
