@@ -33,6 +33,7 @@ from numba import njit, prange, typeof, types
 from .._config import (IMPLICIT_ABSORB, IMPLICIT_LOG_ONLY, IMPLICIT_SHIFT_MIN,
                        IMPLICIT_SUM_FLOOR, JIT_OPTIONS)
 from ._math import fast_exp, fast_exp_ftz, fast_log
+from ._pointer import KernelPointer
 
 _PAR = dict(JIT_OPTIONS, parallel=True)
 _SER = dict(JIT_OPTIONS)
@@ -517,6 +518,9 @@ _A3 = types.Array(types.float64, 3, "C")
 FORWARD_LANES_SIGNATURE = types.none(
     _A3, _A2, _A2, _A2, types.int64, types.float64, _A3, _A3, types.boolean, _A3, _A2, _A2,
     _A2, _A2, _A2, _A2, _A1, _A2, _A1, _A1, types.Array(types.int64, 1, "C"), _A2, _A2)
+#: ``_forward_lanes`` as a function pointer (``numbaot.cpu._pointer``; it
+#: compiles on first use), the ``lanes_fn`` of the work items
+FORWARD_LANES = KernelPointer(_forward_lanes, FORWARD_LANES_SIGNATURE)
 
 
 @njit(**_SER)

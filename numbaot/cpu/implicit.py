@@ -46,8 +46,7 @@ from .._config import (IMPLICIT_CG_BLOCK, IMPLICIT_CG_SCALE_BAND, IMPLICIT_CG_SC
 from .._dispatch import threads_at_most
 from ._implicit_cg import implicit_lanes
 from ._implicit_codegen import LANES
-from ._implicit_forward import (FORWARD_LANES_SIGNATURE, _forward_lanes, forward_item,
-                               forward_item_signature)
+from ._implicit_forward import FORWARD_LANES, forward_item, forward_item_signature
 from ._implicit_forward import operator_forward as forward_kernel
 from ._implicit_forward import unrolled_backward as unrolled_kernel
 from ._implicit_forward import unrolled_item, unrolled_item_signature
@@ -145,14 +144,6 @@ def _item_pointer(kernel, signature, *arrays):
     return ptr
 
 
-def _lanes_pointer():
-    ptr = _ITEM_POINTERS.get(_forward_lanes)
-    if ptr is None:
-        ptr = _ITEM_POINTERS[_forward_lanes] = KernelPointer(_forward_lanes,
-                                                             FORWARD_LANES_SIGNATURE)
-    return ptr
-
-
 def operator_forward(X, n_iter, tol):
     """R[b] = S_K(X[b]) = exp(X + f 1^T + 1 g^T) after K Sinkhorn iterations,
     K = n_iter, or fewer when tol >= 0 (tol < 0: never stop early; see
@@ -168,7 +159,7 @@ def operator_forward(X, n_iter, tol):
         lanes = lanes_for(n, B)
         with threads_at_most(-(-B // lanes)):
             item = _item_pointer(forward_item, forward_item_signature, X, R, iters)
-            forward_kernel(item, _lanes_pointer(), X, n_iter, tol, lanes, R, iters)
+            forward_kernel(item, FORWARD_LANES, X, n_iter, tol, lanes, R, iters)
     return R, iters
 
 
@@ -238,7 +229,7 @@ def unrolled_backward(X, G, n_iter, tol):
         lanes = lanes_for(n, B)
         with threads_at_most(-(-B // lanes)):
             item = _item_pointer(unrolled_item, unrolled_item_signature, X, G, dX, iters)
-            unrolled_kernel(item, _lanes_pointer(), X, G, n_iter, tol, lanes, dX, iters)
+            unrolled_kernel(item, FORWARD_LANES, X, G, n_iter, tol, lanes, dX, iters)
     return dX, iters
 
 

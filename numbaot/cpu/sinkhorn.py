@@ -45,8 +45,10 @@ contiguous problem axis.
 """
 import math
 
+import numba
 import numpy as np
-from numba import njit, prange
+from numba import njit, prange, typeof
+from numba.core import types as nbtypes
 from numba.extending import overload
 
 from .._config import (
@@ -66,6 +68,7 @@ from .._config import (
 from .. import _config
 from . import _small, chunk_layout, serial_twin
 from ._math import fast_exp, fast_exp_f32_ftz, fast_exp_ftz
+from ._pointer import KernelPointer
 
 _PAR = dict(JIT_OPTIONS, parallel=True)
 _SER = dict(JIT_OPTIONS)
@@ -803,50 +806,29 @@ def _online_row_lse(M, i, c, V, k, E, r_out, shift):
     return r, s
 
 
-@njit(**_PAR)
-def log_fused_pass(M, c, loga, v, shift_ok, dv_max, active, n_chunks, chunk_rows, Q, u, q,
-                   lanes32=True):
-    """One read of M for all active problems k:
-
-    u[k, i] = loga[k, i] - logsumexp_j (c M_ij + v[k, j])     (row half-step)
-    q[k, j] = sum_i exp(c M_ij + u[k, i] + v[k, j])            (new column sums)
-
-    Row logsumexp: when ``shift_ok``, u holds on entry the previous row
-    potentials u_old (computed from v_old) and dv_max[k] = max_j (v - v_old),
-    so r_i = loga_i - u_old_i + dv_max is a certified upper bound of the new
-    row logsumexp: exp(c M_ij + v_j - r_i) <= 1 cannot overflow and one pass
-    with one exponential per entry suffices.  Rows whose sum underflows
-    (s < ROW_SUM_FLOOR), and every row when not ``shift_ok``, use the online
-    running-max logsumexp ``_online_row_lse``.  The exponentials of a tile of
-    rows are kept in a per-thread buffer (L2) and reused for q:
-    P_ij = E_ij * a_i / s_i <= a_i.  Tiles of rows x blocks of COL_BLOCK
-    columns keep the blocks of v and of the accumulators in L1.
-
-    float32 M with ``lanes32``: a row's exponentials run in float32 lanes
-    (``_row_exps``) when |r_i| + max_j |v_j| <= ``LOG_F32_MAX_SCALE`` (the
-    argument's float32 error then stays below 2.3e-5 absolute); sums and
-    accumulators stay float64.  The solver turns them off once the marginal
-    error falls to ``LOG_F32_SWITCH_ERR`` (``log_errors``), and never uses
-    them in a distributed solve (``_log_steps_reduced``).
-    """
+@njit(**_SER)
+def log_chunk(M, c, loga, v, shift_ok, dv_max, active, ch0, ch1, chunk_rows, Q, u, V32, vmax):
+    """``log_fused_pass`` on the chunks ch0 .. ch1 - 1 of rows of M (chunk
+    ch: rows ch * chunk_rows .., its column sums in Q[ch]; a chunk's result
+    does not depend on the others run with it).  Called through a function pointer
+    (``log_chunk_pointer``): the parallel pass then holds an indirect call,
+    and this body is compiled once instead of being linked and optimised
+    again in the pass's gufunc layers and in ``log_run``
+    (``numbaot.cpu._pointer``)."""
     n, m = M.shape
     K = v.shape[0]
     shared_a = loga.shape[0] == 1
     nblk = (m + COL_BLOCK - 1) // COL_BLOCK
     R = tile_rows(m, np.int64(8))  # tiles of the float64 row buffer E
-    V32, vmax = _lane_copy(M, v, active)
-    if not lanes32:
-        for k in range(K):
-            vmax[k] = np.inf
-    for ch in prange(n_chunks):
+    E = np.empty((R, m))
+    S32 = np.empty(EXP_BLOCK if M.itemsize == 4 else 0, np.float32)
+    shift = np.empty(nblk)
+    s = np.empty(R)
+    rr = np.empty(R)
+    alpha = np.empty(R)
+    for ch in range(ch0, ch1):
         i0 = ch * chunk_rows
         i1 = min(n, i0 + chunk_rows)
-        E = np.empty((R, m))
-        S32 = np.empty(EXP_BLOCK if M.itemsize == 4 else 0, np.float32)
-        shift = np.empty(nblk)
-        s = np.empty(R)
-        rr = np.empty(R)
-        alpha = np.empty(R)
         Qc = Q[ch]
         Qc[:, :] = 0.0
         for t0 in range(i0, i1, R):
@@ -882,6 +864,69 @@ def log_fused_pass(M, c, loga, v, shift_ok, dv_max, active, n_chunks, chunk_rows
                 for j0 in range(0, m, COL_BLOCK):
                     axpy_rows(alpha, E, np.int64(0), nr, Qc, k, j0, min(m, j0 + COL_BLOCK) - j0,
                               np.bool_(False))
+
+
+_V32_TYPE = nbtypes.Array(nbtypes.float32, 2, "C")
+_VEC_TYPE = nbtypes.Array(nbtypes.float64, 1, "C")
+_LOG_CHUNKS = {}
+
+
+def log_chunk_pointer(M, loga, v, active, Q, u):
+    """``log_chunk`` as a ``KernelPointer`` for these arrays (the first
+    argument of ``log_fused_pass`` and ``log_run``; dv_max: float64 (K,),
+    C-contiguous), one per signature.  Costs a few microseconds (the
+    arrays' types): keep it with the state that holds the arrays."""
+    sig = nbtypes.none(typeof(M), nbtypes.float64, typeof(loga), typeof(v), nbtypes.boolean,
+                       _VEC_TYPE, typeof(active), nbtypes.int64, nbtypes.int64, nbtypes.int64,
+                       typeof(Q), typeof(u), _V32_TYPE, _VEC_TYPE)
+    ptr = _LOG_CHUNKS.get(sig)
+    if ptr is None:
+        ptr = _LOG_CHUNKS[sig] = KernelPointer(log_chunk, sig)
+    return ptr
+
+
+@njit(**_PAR)
+def log_fused_pass(item, n_workers, M, c, loga, v, shift_ok, dv_max, active, n_chunks,
+                   chunk_rows, Q, u, q, lanes32=True):
+    """One read of M for all active problems k:
+
+    u[k, i] = loga[k, i] - logsumexp_j (c M_ij + v[k, j])     (row half-step)
+    q[k, j] = sum_i exp(c M_ij + u[k, i] + v[k, j])            (new column sums)
+
+    Row logsumexp: when ``shift_ok``, u holds on entry the previous row
+    potentials u_old (computed from v_old) and dv_max[k] = max_j (v - v_old),
+    so r_i = loga_i - u_old_i + dv_max is a certified upper bound of the new
+    row logsumexp: exp(c M_ij + v_j - r_i) <= 1 cannot overflow and one pass
+    with one exponential per entry suffices.  Rows whose sum underflows
+    (s < ROW_SUM_FLOOR), and every row when not ``shift_ok``, use the online
+    running-max logsumexp ``_online_row_lse``.  The exponentials of a tile of
+    rows are kept in a per-thread buffer (L2) and reused for q:
+    P_ij = E_ij * a_i / s_i <= a_i.  Tiles of rows x blocks of COL_BLOCK
+    columns keep the blocks of v and of the accumulators in L1.
+
+    float32 M with ``lanes32``: a row's exponentials run in float32 lanes
+    (``_row_exps``) when |r_i| + max_j |v_j| <= ``LOG_F32_MAX_SCALE`` (the
+    argument's float32 error then stays below 2.3e-5 absolute); sums and
+    accumulators stay float64.  The solver turns them off once the marginal
+    error falls to ``LOG_F32_SWITCH_ERR`` (``log_errors``), and never uses
+    them in a distributed solve (``_log_steps_reduced``).
+
+    ``item``: ``log_chunk`` as the ``KernelPointer`` of
+    ``log_chunk_pointer`` for these arrays; it runs the chunks of rows in
+    ``n_workers`` calls (the number of threads: ``numba.get_num_threads()``
+    in a kernel would make it uncacheable, a dynamic global).
+    """
+    K = v.shape[0]
+    V32, vmax = _lane_copy(M, v, active)
+    if not lanes32:
+        for k in range(K):
+            vmax[k] = np.inf
+    # one call per thread, on consecutive chunks (the split prange makes)
+    nw = max(1, min(n_chunks, n_workers))
+    per = (n_chunks + nw - 1) // nw
+    for w in prange(nw):
+        item(M, np.float64(c), loga, v, np.bool_(shift_ok), dv_max, active, np.int64(w * per),
+             np.int64(min(n_chunks, (w + 1) * per)), np.int64(chunk_rows), Q, u, V32, vmax)
     merge_chunks(Q, active, q)
 
 
@@ -1006,8 +1051,8 @@ def _log_redo_columns(M, c, U, LB, BB, QQ, VN, active, n_chunks, chunk_rows, tin
 
 
 @njit(**_SER)
-def log_run(M, c, loga, logb, b, u, v, vnext, shift_ok, active, n_chunks,
-              chunk_rows, Q, q, n_steps, tiny, lanes32):
+def log_run(item, n_workers, M, c, loga, logb, b, u, v, vnext, shift_ok, active, n_chunks,
+            chunk_rows, Q, q, n_steps, tiny, lanes32):
     """Run up to ``n_steps`` log-domain Sinkhorn iterations (POT order) in place.
 
     State on entry: (u, v) after the previous iteration and
@@ -1016,7 +1061,8 @@ def log_run(M, c, loga, logb, b, u, v, vnext, shift_ok, active, n_chunks,
     u = loga - LSE_j(c M_ij + v_j), q = column sums of the plan (u, v) and
     vnext = log b - log q + v.  Inactive problems are untouched.  Arrays
     are problem-major (n_hists, dim).  ``lanes32``: float32 lanes for a
-    float32 M (``log_fused_pass``).
+    float32 M (``log_fused_pass``); ``item``: ``log_chunk_pointer``'s for
+    these arrays, ``n_workers``: the number of threads.
 
     Returns (steps run, redo).  ``redo``: the last step's column sums
     underflowed somewhere (q <= tiny * b); the run stops there, and the
@@ -1026,7 +1072,7 @@ def log_run(M, c, loga, logb, b, u, v, vnext, shift_ok, active, n_chunks,
     dv_max = np.zeros(v.shape[0])
     for s in range(n_steps):
         _log_step_begin(v, vnext, active, dv_max)
-        log_fused_pass(M, c, loga, v, shift_ok, dv_max, active, n_chunks,
+        log_fused_pass(item, n_workers, M, c, loga, v, shift_ok, dv_max, active, n_chunks,
                        chunk_rows, Q, u, q, lanes32)
         shift_ok = True
         if _log_step_end(logb, b, q, v, vnext, active, tiny):
@@ -1361,14 +1407,24 @@ def _reduced_col_lse(M, c, u, n_chunks, chunk_rows, reduction):
     return out
 
 
+def _chunk_pointer(st, active):
+    """The state's ``log_chunk_pointer`` (made once per state: the arrays
+    keep their types through a solve)."""
+    ptr = getattr(st, "chunk_pointer", None)
+    if ptr is None:
+        ptr = st.chunk_pointer = log_chunk_pointer(st.M, st.loga, st.v, active, st.Q, st.u)
+    return ptr
+
+
 def _log_steps_reduced(st, n_steps, active):
     """``log_run`` one iteration at a time, with the column sums (and, where
     they underflowed, the column logsumexps) reduced across processes."""
     dv_max = np.zeros(st.v.shape[0])
     for _ in range(n_steps):
         _log_step_begin(st.v, st.vnext, active, dv_max)
-        log_fused_pass(st.M, st.c, st.loga, st.v, st.shift_ok, dv_max, active, st.n_chunks,
-                       st.chunk_rows, st.Q, st.u, st.q, False)
+        log_fused_pass(_chunk_pointer(st, active), numba.get_num_threads(), st.M, st.c,
+                       st.loga, st.v, st.shift_ok, dv_max, active, st.n_chunks, st.chunk_rows,
+                       st.Q, st.u, st.q, False)
         st.shift_ok = True
         st.reduction.col_sum(st.q)
         if _log_step_end(st.logb, st.b, st.q, st.v, st.vnext, active, UNDERFLOW_RTOL):
@@ -1392,9 +1448,10 @@ def log_steps(st, n_steps, active):
                                    st.shift_ok, active, st.n_chunks, st.chunk_rows, st.Q, st.q,
                                    n_steps - done, UNDERFLOW_RTOL)
         else:
-            ran, redo = log_run(st.M, st.c, st.loga, st.logb, st.b, st.u, st.v, st.vnext,
-                                st.shift_ok, active, st.n_chunks, st.chunk_rows, st.Q, st.q,
-                                n_steps - done, UNDERFLOW_RTOL, st.lanes32)
+            ran, redo = log_run(_chunk_pointer(st, active), numba.get_num_threads(), st.M,
+                                st.c, st.loga, st.logb, st.b, st.u, st.v, st.vnext, st.shift_ok,
+                                active, st.n_chunks, st.chunk_rows, st.Q, st.q, n_steps - done,
+                                UNDERFLOW_RTOL, st.lanes32)
         done += ran
         st.shift_ok = st.shift_ok or ran > 0
         if redo:
