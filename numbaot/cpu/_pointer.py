@@ -13,8 +13,16 @@ docs/performance-notes.md, "First call").
 Numba's first-class function type: the parallel kernel then holds an
 indirect call, not the callee's code, and the callee is compiled (or loaded
 from Numba's disk cache) once, on its own.  Nothing is baked into the
-caller but the signature, so both stay cacheable.  The indirect call costs
-nanoseconds per work item.
+caller but the signature, so both stay cacheable.  Users: the operator's
+work items (``_implicit_forward``: 11.8 -> 7 s) and the blocked log-domain
+pass (``sinkhorn.log_chunk``: 8 -> 6 s at 200^2).
+
+Costs: the argument's unboxing, a few microseconds per call of the
+parallel kernel; per indirect call, the kernel's C wrapper (it counts the
+array arguments in and out), a fraction of a microsecond: call it once per
+thread or per work item, not per row.  Where the callee is small, the
+saving is too: the blocked Knopp pass gained 0.4 s of its 8 s first call
+and seemed to lose run time (not kept).
 
 Rules for a kernel called this way:
 
