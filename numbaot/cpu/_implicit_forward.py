@@ -33,7 +33,7 @@ from numba import njit, prange, typeof, types
 from .._config import (IMPLICIT_ABSORB, IMPLICIT_LOG_ONLY, IMPLICIT_SHIFT_MIN,
                        IMPLICIT_SUM_FLOOR, JIT_OPTIONS)
 from ._math import fast_exp, fast_exp_ftz, fast_log
-from ._pointer import KernelPointer
+from ._pointer import call_at, jit_address
 
 _PAR = dict(JIT_OPTIONS, parallel=True)
 _SER = dict(JIT_OPTIONS)
@@ -514,23 +514,28 @@ _A1 = types.Array(types.float64, 1, "C")
 _A2 = types.Array(types.float64, 2, "C")
 _A3 = types.Array(types.float64, 3, "C")
 #: the signature of ``_forward_lanes`` on the workspaces the work items
-#: allocate (``forward_item``, ``unrolled_item``), for its function pointer
+#: allocate (``forward_item``, ``unrolled_item``), for its address
 FORWARD_LANES_SIGNATURE = types.none(
     _A3, _A2, _A2, _A2, types.int64, types.float64, _A3, _A3, types.boolean, _A3, _A2, _A2,
     _A2, _A2, _A2, _A2, _A1, _A2, _A1, _A1, types.Array(types.int64, 1, "C"), _A2, _A2)
-#: ``_forward_lanes`` as a function pointer (``numbaot.cpu._pointer``; it
-#: compiles on first use), the ``lanes_fn`` of the work items
-FORWARD_LANES = KernelPointer(_forward_lanes, FORWARD_LANES_SIGNATURE)
+#: the return type of the work items, for ``call_at``
+_NONE = types.none
+
+
+def forward_lanes_address():
+    """The ``jit_address`` of ``_forward_lanes`` (``lanes_addr`` of the
+    work items); compiles it on the first request."""
+    return jit_address(_forward_lanes, FORWARD_LANES_SIGNATURE)
 
 
 @njit(**_SER)
-def forward_item(lanes_fn, X, b0, n_iter, tol, L, R, iters):
+def forward_item(lanes_addr, X, b0, n_iter, tol, L, R, iters):
     """``operator_forward``'s work item: matrices b0 .. b0 + L - 1 of X (the
     lanes past B repeat the last one; their results are dropped), run by
-    ``lanes_fn`` (``_forward_lanes`` as a function pointer of the signature
+    ``_forward_lanes`` at ``lanes_addr`` (its ``jit_address`` for
     ``FORWARD_LANES_SIGNATURE``: its code is then not linked and optimised
     again here); R[b], iters[b] written for those matrices.  Called through
-    a function pointer (``numbaot.cpu._pointer``): its signature is
+    its address (``numbaot.cpu._pointer``): its signature is
     ``forward_item_signature``'s."""
     B = X.shape[0]
     n = X.shape[1]
@@ -555,8 +560,8 @@ def forward_item(lanes_fn, X, b0, n_iter, tol, L, R, iters):
     bad = np.empty(L)
     Kc = np.empty(L, dtype=np.int64)
     _load(X, b0, B, W, xr, xc)
-    lanes_fn(W, xr, xc, g0, n_iter, tol, F, Gh, False, Kt, fa, ga, u, v,
-             s, lg, acc, acc2, vmax, bad, Kc, ff, gf)
+    call_at(lanes_addr, _NONE, (W, xr, xc, g0, n_iter, tol, F, Gh, False, Kt, fa, ga, u, v,
+                                s, lg, acc, acc2, vmax, bad, Kc, ff, gf))
     nl = min(L, B - b0)
     for c in range(nl):
         iters[b0 + c] = Kc[c]
@@ -569,19 +574,19 @@ def forward_item(lanes_fn, X, b0, n_iter, tol, L, R, iters):
 def forward_item_signature(X, R, iters):
     """The Numba signature of ``forward_item`` for these arrays (their
     exact types: dtype, layout, read-only flag)."""
-    return types.none(types.FunctionType(FORWARD_LANES_SIGNATURE), typeof(X), types.int64,
-                      types.int64, types.float64, types.int64, typeof(R), typeof(iters))
+    return types.none(types.int64, typeof(X), types.int64, types.int64, types.float64,
+                      types.int64, typeof(R), typeof(iters))
 
 
 @njit(**_PAR)
-def operator_forward(item, lanes_fn, X, n_iter, tol, lanes, R, iters):
+def operator_forward(item_addr, lanes_addr, X, n_iter, tol, lanes, R, iters):
     """R[b] = S_K(X[b]) = exp(X + f 1^T + 1 g^T) after K Sinkhorn iterations,
     K = n_iter, or fewer when tol >= 0 (see ``_forward_lanes``); iters[b] = K.
-    ``item``: ``forward_item`` as a ``KernelPointer`` of the signature
-    ``forward_item_signature(X, R, iters)`` (its code is not linked into
-    this parallel loop's three gufunc layers: ``numbaot.cpu._pointer``);
-    ``lanes_fn``: ``_forward_lanes`` as a ``KernelPointer`` of the signature
-    ``FORWARD_LANES_SIGNATURE``.
+    ``item_addr``: the ``jit_address`` of ``forward_item`` for the
+    signature ``forward_item_signature(X, R, iters)`` (its code is not
+    linked into this parallel loop's three gufunc layers:
+    ``numbaot.cpu._pointer``); ``lanes_addr``: that of ``_forward_lanes``
+    for ``FORWARD_LANES_SIGNATURE``.
 
     X, R: (B, n, n); iters: (B,) int64.
     """
@@ -589,19 +594,19 @@ def operator_forward(item, lanes_fn, X, n_iter, tol, lanes, R, iters):
     B = X.shape[0]
     n_items = (B + L - 1) // L
     for t in prange(n_items):
-        item(lanes_fn, X, np.int64(t * L), np.int64(n_iter), np.float64(tol), np.int64(L), R,
-             iters)
+        call_at(item_addr, _NONE, (lanes_addr, X, np.int64(t * L), np.int64(n_iter),
+                                   np.float64(tol), np.int64(L), R, iters))
 
 
 # --------------------------------------------------------------------------
 # unrolled backward (exact gradient of the finite-iteration forward)
 # --------------------------------------------------------------------------
 @njit(**_SER)
-def unrolled_item(lanes_fn, X, G, b0, n_iter, tol, L, dX, iters):
+def unrolled_item(lanes_addr, X, G, b0, n_iter, tol, L, dX, iters):
     """``unrolled_backward``'s work item: matrices b0 .. b0 + L - 1 (the
     lanes past B repeat the last one; their results are dropped); dX[b],
-    iters[b] written for those matrices; ``lanes_fn``: ``_forward_lanes``
-    (see ``forward_item``).  Called through a function pointer
+    iters[b] written for those matrices; ``lanes_addr``: see
+    ``forward_item``.  Called through its address
     (``numbaot.cpu._pointer``): its signature is
     ``unrolled_item_signature``'s."""
     B = X.shape[0]
@@ -637,8 +642,8 @@ def unrolled_item(lanes_fn, X, G, b0, n_iter, tol, L, dX, iters):
     s = np.empty((n, L))
     lg = np.empty((n, L))
     bad = np.empty(L)
-    lanes_fn(W, xr, xc, g0, n_iter, tol, F, Gh, True, Kt, fa, ga, u, v,
-             s, lg, acc, acc2, vmax, bad, Kc, ff, gf)
+    call_at(lanes_addr, _NONE, (W, xr, xc, g0, n_iter, tol, F, Gh, True, Kt, fa, ga, u, v,
+                                s, lg, acc, acc2, vmax, bad, Kc, ff, gf))
     Kmax = 0
     for c in range(L):
         Kmax = max(Kmax, Kc[c])
@@ -697,13 +702,12 @@ def unrolled_item(lanes_fn, X, G, b0, n_iter, tol, L, dX, iters):
 
 def unrolled_item_signature(X, G, dX, iters):
     """The Numba signature of ``unrolled_item`` for these arrays."""
-    return types.none(types.FunctionType(FORWARD_LANES_SIGNATURE), typeof(X), typeof(G),
-                      types.int64, types.int64, types.float64, types.int64, typeof(dX),
-                      typeof(iters))
+    return types.none(types.int64, typeof(X), typeof(G), types.int64, types.int64,
+                      types.float64, types.int64, typeof(dX), typeof(iters))
 
 
 @njit(**_PAR)
-def unrolled_backward(item, lanes_fn, X, G, n_iter, tol, lanes, dX, iters):
+def unrolled_backward(item_addr, lanes_addr, X, G, n_iter, tol, lanes, dX, iters):
     """dX[b] = d<G[b], S_K(X[b])>/dX[b]: reverse mode through the K Sinkhorn
     iterations of ``operator_forward`` (same n_iter and tol, so the same K;
     iters[b] = K).
@@ -720,13 +724,13 @@ def unrolled_backward(item, lanes_fn, X, G, n_iter, tol, lanes, dX, iters):
     ``operator_forward``'s own (``_forward_lanes``: multiply-adds, plus 2 n
     logarithms per iteration for the history).  Lanes with different
     K (tol) are masked: lane c joins the sweep at k = K_c.
-    ``item``: ``unrolled_item`` as a ``KernelPointer`` of the signature
-    ``unrolled_item_signature(X, G, dX, iters)``; ``lanes_fn``: see
+    ``item_addr``: the ``jit_address`` of ``unrolled_item`` for
+    ``unrolled_item_signature(X, G, dX, iters)``; ``lanes_addr``: see
     ``operator_forward``.
     """
     L = lanes
     B = X.shape[0]
     n_items = (B + L - 1) // L
     for t in prange(n_items):
-        item(lanes_fn, X, G, np.int64(t * L), np.int64(n_iter), np.float64(tol), np.int64(L), dX,
-             iters)
+        call_at(item_addr, _NONE, (lanes_addr, X, G, np.int64(t * L), np.int64(n_iter),
+                                   np.float64(tol), np.int64(L), dX, iters))

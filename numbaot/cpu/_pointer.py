@@ -9,70 +9,77 @@ of the 11.8 s first call of ``sinkhorn_operator`` on 2 cores went to the
 layers re-processing ``_forward_lanes`` (LLVM timings per library,
 docs/performance-notes.md, "First call").
 
-``KernelPointer`` hands such a kernel to the parallel one as an argument of
-Numba's first-class function type: the parallel kernel then holds an
-indirect call, not the callee's code, and the callee is compiled (or loaded
-from Numba's disk cache) once, on its own.  Nothing is baked into the
-caller but the signature, so both stay cacheable.  Users: the operator's
-work items (``_implicit_forward``: 11.8 -> 7 s) and the blocked log-domain
-pass (``sinkhorn.log_chunk``: 8 -> 6 s at 200^2).
+``call_at`` calls such a kernel through its address instead: the parallel
+kernel then holds an indirect call, not the callee's code, and the callee
+is compiled (or loaded from Numba's disk cache) once, on its own, when the
+launcher asks for its address (``jit_address``).  The address travels as
+an int64 argument (nothing is baked into the caller, which stays
+cacheable; an int costs nothing to unbox) and the call uses Numba's own
+calling convention, as a direct call does (no C wrapper, no reference
+counts of the arguments; exceptions propagate).  Users: the operator's
+work items (``_implicit_forward``: 12.5-13 -> 7.2 s) and the blocked
+log-domain pass (``sinkhorn.log_chunk``: 7.0-7.4 -> 6.0 s at 200^2).
 
-Costs: the argument's unboxing, a few microseconds per call of the
-parallel kernel; per indirect call, the kernel's C wrapper (it counts the
-array arguments in and out), a fraction of a microsecond: call it once per
-thread or per work item, not per row.  Where the callee is small, the
-saving is too: the blocked Knopp pass gained 0.4 s of its 8 s first call
-and seemed to lose run time (not kept).
+What it costs: the callee no longer sees its caller's context.  LLVM
+cannot inline it, so it cannot know that scratch arrays the caller just
+allocated alias nothing else, nor fold the caller's constants into it:
+the one-call Knopp run called this way from ``knopp_small_call`` ran 1.2-1.4
+times slower at 128^2 (kept linked).  Call it once per thread or per work
+item, where the callee does enough work for that not to matter, and time
+the run against the linked version.
 
-Rules for a kernel called this way:
-
-* its signature is given in full (``numba.core.typing.Signature``): the
-  caller's argument types must match it exactly (cast loop indices with
-  ``np.int64``; build array types with ``numba.typeof`` of the arrays the
-  launcher holds, so that read-only or non-contiguous inputs get their own
-  pointer);
-* it must not raise: the call goes through the kernel's C wrapper, which
-  cannot carry a Python exception back (numbaot's kernels do not raise;
-  ``error_model='numpy'``).
+Rules: the caller's argument types must be exactly those of the signature
+the address was compiled for (cast loop indices with ``np.int64``; build
+array types with ``numba.typeof`` of the arrays the launcher holds, so that
+read-only or non-contiguous inputs get their own address), and the return
+type given to ``call_at`` must be the one ``jit_address`` compiled for.
 """
-from numba.core import types
-from numba.core.types.function_type import WrapperAddressProtocol
-from numba.core.typing.typeof import typeof_impl
+from numba.core import cgutils
+from numba.extending import intrinsic
 
-__all__ = ["KernelPointer"]
+__all__ = ["call_at", "jit_address"]
 
-
-class KernelPointer(WrapperAddressProtocol):
-    """``dispatcher``'s compilation for ``sig``, passed to a jitted function
-    as a first-class function (Numba's wrapper address protocol).  The
-    compilation happens on first use (when the caller's argument is unboxed),
-    not at construction: building one costs nothing."""
-
-    def __init__(self, dispatcher, sig):
-        self._dispatcher = dispatcher
-        self._sig = sig
-        self._address = None
-        self._numba_type = types.FunctionType(sig)
-
-    def signature(self):
-        return self._sig
-
-    def __wrapper_address__(self):
-        if self._address is None:
-            # compiles for the signature's argument types; Numba's typing
-            # refuses a kernel whose return type differs from the declared one
-            cres = self._dispatcher.get_compile_result(self._sig)
-            self._address = cres.library.get_pointer_to_function(
-                cres.fndesc.llvm_cfunc_wrapper_name)
-        return self._address
-
-    def __repr__(self):
-        return f"KernelPointer({self._dispatcher.py_func.__name__}, {self._sig})"
+_ADDRESSES = {}
 
 
-@typeof_impl.register(KernelPointer)
-def _typeof_kernel_pointer(val, c):
-    # the type built once: Numba's generic rule for the protocol builds a
-    # FunctionType of the whole signature on every call (~20 us for 23
-    # arguments)
-    return val._numba_type
+def jit_address(dispatcher, sig):
+    """The address (int) of ``dispatcher``'s compiled function for the
+    argument types of ``sig`` (a ``numba.core.typing.Signature``), in
+    Numba's calling convention, compiling it or loading it from the disk
+    cache on the first request; kept per (dispatcher, sig).
+
+    Raises
+    ------
+    numba.core.errors.TypingError
+        When the kernel does not compile for these types, or its result does
+        not convert to ``sig``'s return type."""
+    key = (dispatcher, sig)
+    addr = _ADDRESSES.get(key)
+    if addr is None:
+        # compiled with ``sig``'s return type: Numba casts the kernel's
+        # result to it, or raises TypingError when no conversion exists
+        cres = dispatcher.get_compile_result(sig)
+        addr = _ADDRESSES[key] = cres.library.get_pointer_to_function(
+            cres.fndesc.llvm_func_name)
+    return addr
+
+
+@intrinsic
+def call_at(typingctx, addr, ret, args):
+    """``f(*args)`` inside a jitted kernel, for the compiled function f at
+    ``addr`` (int64, from :func:`jit_address`) returning the type ``ret``
+    (a Numba type referenced as a global of the kernel, e.g. ``types.none``);
+    ``args`` a tuple of exactly the argument types f was compiled for."""
+    rtype = ret.instance_type
+    atypes = tuple(args.types)
+
+    def codegen(context, builder, signature, llargs):
+        argvals = [builder.extract_value(llargs[2], i) for i in range(len(atypes))]
+        fnty = context.call_conv.get_function_type(rtype, atypes)
+        fptr = builder.inttoptr(llargs[0], fnty.as_pointer())
+        status, res = context.call_conv.call_function(builder, fptr, rtype, atypes, argvals)
+        with cgutils.if_unlikely(builder, status.is_error):
+            context.call_conv.return_status_propagate(builder, status)
+        return res
+
+    return rtype(addr, ret, args), codegen

@@ -180,7 +180,7 @@ class LogBaryState:
         self.shift_ok = False
         self.dv = np.zeros(H)
         self.log_bar = np.zeros(dim)
-        self.chunk_pointer = None   # ``log_chunk_pointer``, made on the first step
+        self.chunk_address = None   # ``log_chunk_address``, made on the first step
 
 
 def log_bary_step(st, want_err):
@@ -192,9 +192,9 @@ def log_bary_step(st, want_err):
     G = st.G
     if st.shift_ok:
         st.dv = np.max(G - st.G_old, axis=1)
-    if st.chunk_pointer is None:
-        st.chunk_pointer = cpu_sinkhorn.log_chunk_pointer(st.M, st.logA, G, st.active, st.Q, st.f)
-    cpu_sinkhorn.log_fused_pass(st.chunk_pointer, numba.get_num_threads(), st.M, st.c, st.logA,
+    if st.chunk_address is None:
+        st.chunk_address = cpu_sinkhorn.log_chunk_address(st.M, st.logA, G, st.active, st.Q, st.f)
+    cpu_sinkhorn.log_fused_pass(st.chunk_address, numba.get_num_threads(), st.M, st.c, st.logA,
                                 G, st.shift_ok, st.dv, st.active, st.n_chunks, st.chunk_rows,
                                 st.Q, st.f, st.q)
     st.shift_ok = True

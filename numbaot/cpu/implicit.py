@@ -46,12 +46,12 @@ from .._config import (IMPLICIT_CG_BLOCK, IMPLICIT_CG_SCALE_BAND, IMPLICIT_CG_SC
 from .._dispatch import threads_at_most
 from ._implicit_cg import implicit_lanes
 from ._implicit_codegen import LANES
-from ._implicit_forward import FORWARD_LANES, forward_item, forward_item_signature
+from ._implicit_forward import forward_item, forward_item_signature, forward_lanes_address
 from ._implicit_forward import operator_forward as forward_kernel
 from ._implicit_forward import unrolled_backward as unrolled_kernel
 from ._implicit_forward import unrolled_item, unrolled_item_signature
 from ._implicit_unrolled import PADDED, UNROLL_MAX, UNROLLED_KERNELS
-from ._pointer import KernelPointer
+from ._pointer import jit_address
 
 __all__ = ["LAUNCHERS", "lanes_for", "item_lanes", "count_invalid", "operator_forward",
            "implicit_backward", "unrolled_backward"]
@@ -129,19 +129,19 @@ def count_invalid(x, nonneg):
     return int(cnt[0]), int(cnt[1])
 
 
-#: ``KernelPointer`` of the work-item kernels, per kernel and array types
-_ITEM_POINTERS = {}
+#: ``jit_address`` of the work-item kernels, per kernel and array types
+_ITEM_ADDRESSES = {}
 
 
-def _item_pointer(kernel, signature, *arrays):
-    """``kernel`` as a ``KernelPointer`` of the signature
-    ``signature(*arrays)``, kept per (kernel, dtype and writeability of the
-    arrays): C-contiguous arrays of one dtype and flag have one type."""
+def _item_address(kernel, signature, *arrays):
+    """The ``jit_address`` of ``kernel`` for ``signature(*arrays)``, kept
+    per (kernel, dtype and writeability of the arrays): C-contiguous arrays
+    of one dtype and flag have one type."""
     key = (kernel,) + tuple((x.dtype, x.flags.writeable) for x in arrays)
-    ptr = _ITEM_POINTERS.get(key)
-    if ptr is None:
-        ptr = _ITEM_POINTERS[key] = KernelPointer(kernel, signature(*arrays))
-    return ptr
+    addr = _ITEM_ADDRESSES.get(key)
+    if addr is None:
+        addr = _ITEM_ADDRESSES[key] = jit_address(kernel, signature(*arrays))
+    return addr
 
 
 def operator_forward(X, n_iter, tol):
@@ -158,8 +158,8 @@ def operator_forward(X, n_iter, tol):
     if B:
         lanes = lanes_for(n, B)
         with threads_at_most(-(-B // lanes)):
-            item = _item_pointer(forward_item, forward_item_signature, X, R, iters)
-            forward_kernel(item, FORWARD_LANES, X, n_iter, tol, lanes, R, iters)
+            item = _item_address(forward_item, forward_item_signature, X, R, iters)
+            forward_kernel(item, forward_lanes_address(), X, n_iter, tol, lanes, R, iters)
     return R, iters
 
 
@@ -228,8 +228,8 @@ def unrolled_backward(X, G, n_iter, tol):
     if B:
         lanes = lanes_for(n, B)
         with threads_at_most(-(-B // lanes)):
-            item = _item_pointer(unrolled_item, unrolled_item_signature, X, G, dX, iters)
-            unrolled_kernel(item, FORWARD_LANES, X, G, n_iter, tol, lanes, dX, iters)
+            item = _item_address(unrolled_item, unrolled_item_signature, X, G, dX, iters)
+            unrolled_kernel(item, forward_lanes_address(), X, G, n_iter, tol, lanes, dX, iters)
     return dX, iters
 
 

@@ -68,7 +68,7 @@ from .._config import (
 from .. import _config
 from . import _small, chunk_layout, serial_twin
 from ._math import fast_exp, fast_exp_f32_ftz, fast_exp_ftz
-from ._pointer import KernelPointer
+from ._pointer import call_at, jit_address
 
 _PAR = dict(JIT_OPTIONS, parallel=True)
 _SER = dict(JIT_OPTIONS)
@@ -810,8 +810,8 @@ def _online_row_lse(M, i, c, V, k, E, r_out, shift):
 def log_chunk(M, c, loga, v, shift_ok, dv_max, active, ch0, ch1, chunk_rows, Q, u, V32, vmax):
     """``log_fused_pass`` on the chunks ch0 .. ch1 - 1 of rows of M (chunk
     ch: rows ch * chunk_rows .., its column sums in Q[ch]; a chunk's result
-    does not depend on the others run with it).  Called through a function pointer
-    (``log_chunk_pointer``): the parallel pass then holds an indirect call,
+    does not depend on the others run with it).  Called through its address
+    (``log_chunk_address``): the parallel pass then holds an indirect call,
     and this body is compiled once instead of being linked and optimised
     again in the pass's gufunc layers and in ``log_run``
     (``numbaot.cpu._pointer``)."""
@@ -868,25 +868,23 @@ def log_chunk(M, c, loga, v, shift_ok, dv_max, active, ch0, ch1, chunk_rows, Q, 
 
 _V32_TYPE = nbtypes.Array(nbtypes.float32, 2, "C")
 _VEC_TYPE = nbtypes.Array(nbtypes.float64, 1, "C")
-_LOG_CHUNKS = {}
+#: the return type of the chunk kernels, for ``call_at``
+_NONE = nbtypes.none
 
 
-def log_chunk_pointer(M, loga, v, active, Q, u):
-    """``log_chunk`` as a ``KernelPointer`` for these arrays (the first
+def log_chunk_address(M, loga, v, active, Q, u):
+    """The ``jit_address`` of ``log_chunk`` for these arrays (the first
     argument of ``log_fused_pass`` and ``log_run``; dv_max: float64 (K,),
-    C-contiguous), one per signature.  Costs a few microseconds (the
-    arrays' types): keep it with the state that holds the arrays."""
+    C-contiguous).  Costs a few microseconds (the arrays' types): keep it
+    with the state that holds the arrays."""
     sig = nbtypes.none(typeof(M), nbtypes.float64, typeof(loga), typeof(v), nbtypes.boolean,
                        _VEC_TYPE, typeof(active), nbtypes.int64, nbtypes.int64, nbtypes.int64,
                        typeof(Q), typeof(u), _V32_TYPE, _VEC_TYPE)
-    ptr = _LOG_CHUNKS.get(sig)
-    if ptr is None:
-        ptr = _LOG_CHUNKS[sig] = KernelPointer(log_chunk, sig)
-    return ptr
+    return jit_address(log_chunk, sig)
 
 
 @njit(**_PAR)
-def log_fused_pass(item, n_workers, M, c, loga, v, shift_ok, dv_max, active, n_chunks,
+def log_fused_pass(item_addr, n_workers, M, c, loga, v, shift_ok, dv_max, active, n_chunks,
                    chunk_rows, Q, u, q, lanes32=True):
     """One read of M for all active problems k:
 
@@ -911,8 +909,8 @@ def log_fused_pass(item, n_workers, M, c, loga, v, shift_ok, dv_max, active, n_c
     error falls to ``LOG_F32_SWITCH_ERR`` (``log_errors``), and never uses
     them in a distributed solve (``_log_steps_reduced``).
 
-    ``item``: ``log_chunk`` as the ``KernelPointer`` of
-    ``log_chunk_pointer`` for these arrays; it runs the chunks of rows in
+    ``item_addr``: ``log_chunk_address`` of these arrays; ``log_chunk``
+    there runs the chunks of rows in
     ``n_workers`` calls (the number of threads: ``numba.get_num_threads()``
     in a kernel would make it uncacheable, a dynamic global).
     """
@@ -925,8 +923,9 @@ def log_fused_pass(item, n_workers, M, c, loga, v, shift_ok, dv_max, active, n_c
     nw = max(1, min(n_chunks, n_workers))
     per = (n_chunks + nw - 1) // nw
     for w in prange(nw):
-        item(M, np.float64(c), loga, v, np.bool_(shift_ok), dv_max, active, np.int64(w * per),
-             np.int64(min(n_chunks, (w + 1) * per)), np.int64(chunk_rows), Q, u, V32, vmax)
+        call_at(item_addr, _NONE, (M, np.float64(c), loga, v, np.bool_(shift_ok), dv_max, active,
+                                   np.int64(w * per), np.int64(min(n_chunks, (w + 1) * per)),
+                                   np.int64(chunk_rows), Q, u, V32, vmax))
     merge_chunks(Q, active, q)
 
 
@@ -1051,7 +1050,7 @@ def _log_redo_columns(M, c, U, LB, BB, QQ, VN, active, n_chunks, chunk_rows, tin
 
 
 @njit(**_SER)
-def log_run(item, n_workers, M, c, loga, logb, b, u, v, vnext, shift_ok, active, n_chunks,
+def log_run(item_addr, n_workers, M, c, loga, logb, b, u, v, vnext, shift_ok, active, n_chunks,
             chunk_rows, Q, q, n_steps, tiny, lanes32):
     """Run up to ``n_steps`` log-domain Sinkhorn iterations (POT order) in place.
 
@@ -1061,8 +1060,8 @@ def log_run(item, n_workers, M, c, loga, logb, b, u, v, vnext, shift_ok, active,
     u = loga - LSE_j(c M_ij + v_j), q = column sums of the plan (u, v) and
     vnext = log b - log q + v.  Inactive problems are untouched.  Arrays
     are problem-major (n_hists, dim).  ``lanes32``: float32 lanes for a
-    float32 M (``log_fused_pass``); ``item``: ``log_chunk_pointer``'s for
-    these arrays, ``n_workers``: the number of threads.
+    float32 M (``log_fused_pass``); ``item_addr``: ``log_chunk_address``
+    of these arrays, ``n_workers``: the number of threads.
 
     Returns (steps run, redo).  ``redo``: the last step's column sums
     underflowed somewhere (q <= tiny * b); the run stops there, and the
@@ -1072,7 +1071,7 @@ def log_run(item, n_workers, M, c, loga, logb, b, u, v, vnext, shift_ok, active,
     dv_max = np.zeros(v.shape[0])
     for s in range(n_steps):
         _log_step_begin(v, vnext, active, dv_max)
-        log_fused_pass(item, n_workers, M, c, loga, v, shift_ok, dv_max, active, n_chunks,
+        log_fused_pass(item_addr, n_workers, M, c, loga, v, shift_ok, dv_max, active, n_chunks,
                        chunk_rows, Q, u, q, lanes32)
         shift_ok = True
         if _log_step_end(logb, b, q, v, vnext, active, tiny):
@@ -1407,13 +1406,13 @@ def _reduced_col_lse(M, c, u, n_chunks, chunk_rows, reduction):
     return out
 
 
-def _chunk_pointer(st, active):
-    """The state's ``log_chunk_pointer`` (made once per state: the arrays
+def _chunk_address(st, active):
+    """The state's ``log_chunk_address`` (made once per state: the arrays
     keep their types through a solve)."""
-    ptr = getattr(st, "chunk_pointer", None)
-    if ptr is None:
-        ptr = st.chunk_pointer = log_chunk_pointer(st.M, st.loga, st.v, active, st.Q, st.u)
-    return ptr
+    addr = getattr(st, "chunk_address", None)
+    if addr is None:
+        addr = st.chunk_address = log_chunk_address(st.M, st.loga, st.v, active, st.Q, st.u)
+    return addr
 
 
 def _log_steps_reduced(st, n_steps, active):
@@ -1422,7 +1421,7 @@ def _log_steps_reduced(st, n_steps, active):
     dv_max = np.zeros(st.v.shape[0])
     for _ in range(n_steps):
         _log_step_begin(st.v, st.vnext, active, dv_max)
-        log_fused_pass(_chunk_pointer(st, active), numba.get_num_threads(), st.M, st.c,
+        log_fused_pass(_chunk_address(st, active), numba.get_num_threads(), st.M, st.c,
                        st.loga, st.v, st.shift_ok, dv_max, active, st.n_chunks, st.chunk_rows,
                        st.Q, st.u, st.q, False)
         st.shift_ok = True
@@ -1448,7 +1447,7 @@ def log_steps(st, n_steps, active):
                                    st.shift_ok, active, st.n_chunks, st.chunk_rows, st.Q, st.q,
                                    n_steps - done, UNDERFLOW_RTOL)
         else:
-            ran, redo = log_run(_chunk_pointer(st, active), numba.get_num_threads(), st.M,
+            ran, redo = log_run(_chunk_address(st, active), numba.get_num_threads(), st.M,
                                 st.c, st.loga, st.logb, st.b, st.u, st.v, st.vnext, st.shift_ok,
                                 active, st.n_chunks, st.chunk_rows, st.Q, st.q, n_steps - done,
                                 UNDERFLOW_RTOL, st.lanes32)
