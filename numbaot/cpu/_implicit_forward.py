@@ -522,10 +522,16 @@ FORWARD_LANES_SIGNATURE = types.none(
 _NONE = types.none
 
 
+_LANES_ADDRESS = []
+
+
 def forward_lanes_address():
     """The ``jit_address`` of ``_forward_lanes`` (``lanes_addr`` of the
-    work items); compiles it on the first request."""
-    return jit_address(_forward_lanes, FORWARD_LANES_SIGNATURE)
+    work items); compiles it on the first request (kept here: hashing its
+    23-argument signature for ``jit_address``'s table costs microseconds)."""
+    if not _LANES_ADDRESS:
+        _LANES_ADDRESS.append(jit_address(_forward_lanes, FORWARD_LANES_SIGNATURE))
+    return _LANES_ADDRESS[0]
 
 
 @njit(**_SER)
