@@ -193,6 +193,9 @@ def log_bary_step(st, want_err):
     if st.shift_ok:
         st.dv = np.max(G - st.G_old, axis=1)
     if st.chunk_address is None:
+        # G is replaced each step, always by a C-contiguous float64 (H, dim)
+        # array: the same type, so the address stays valid (``call_at``
+        # does not check the types it passes)
         st.chunk_address = cpu_sinkhorn.log_chunk_address(st.M, st.logA, G, st.active, st.Q, st.f)
     cpu_sinkhorn.log_fused_pass(st.chunk_address, numba.get_num_threads(), st.M, st.c, st.logA,
                                 G, st.shift_ok, st.dv, st.active, st.n_chunks, st.chunk_rows,

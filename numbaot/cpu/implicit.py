@@ -135,9 +135,12 @@ _ITEM_ADDRESSES = {}
 
 def _item_address(kernel, signature, *arrays):
     """The ``jit_address`` of ``kernel`` for ``signature(*arrays)``, kept
-    per (kernel, dtype and writeability of the arrays): C-contiguous arrays
-    of one dtype and flag have one type."""
-    key = (kernel,) + tuple((x.dtype, x.flags.writeable) for x in arrays)
+    per (kernel, dtype, dimensions, contiguity and writeability of the
+    arrays): what their Numba types depend on here (``call_at`` does not
+    check the types it passes)."""
+    key = (kernel,) + tuple((x.dtype, x.ndim, x.flags.c_contiguous, x.flags.f_contiguous,
+                             x.flags.writeable)
+                            for x in arrays)
     addr = _ITEM_ADDRESSES.get(key)
     if addr is None:
         addr = _ITEM_ADDRESSES[key] = jit_address(kernel, signature(*arrays))

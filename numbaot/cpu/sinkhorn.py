@@ -1407,12 +1407,16 @@ def _reduced_col_lse(M, c, u, n_chunks, chunk_rows, reduction):
 
 
 def _chunk_address(st, active):
-    """The state's ``log_chunk_address`` (made once per state: the arrays
-    keep their types through a solve)."""
-    addr = getattr(st, "chunk_address", None)
-    if addr is None:
-        addr = st.chunk_address = log_chunk_address(st.M, st.loga, st.v, active, st.Q, st.u)
-    return addr
+    """The state's ``log_chunk_address``, made again only when one of its
+    arrays was replaced (``call_at`` does not check the types it passes, so
+    the address must be the one compiled for these very arrays' types)."""
+    key = (id(st.M), id(st.loga), id(st.v), id(st.Q), id(st.u), active.dtype, active.ndim,
+           active.flags.c_contiguous)
+    cached = getattr(st, "chunk_address", None)
+    if cached is None or cached[0] != key:
+        cached = st.chunk_address = (key, log_chunk_address(st.M, st.loga, st.v, active, st.Q,
+                                                            st.u))
+    return cached[1]
 
 
 def _log_steps_reduced(st, n_steps, active):
