@@ -30,13 +30,13 @@ def _raises(A, i, c):
 def _rows(addr, A, c):
     out = np.empty(A.shape[0])
     for i in prange(A.shape[0]):
-        out[i] = call_at(addr, _F8, (A, np.int64(i), c))
+        out[i] = call_at(addr, _F8, A, np.int64(i), c)
     return out
 
 
 @njit
 def _once(addr, A, c):
-    return call_at(addr, _F8, (A, np.int64(0), c))
+    return call_at(addr, _F8, A, np.int64(0), c)
 
 
 def _sig(A, ret=types.float64):

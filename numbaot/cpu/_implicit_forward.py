@@ -566,8 +566,8 @@ def forward_item(lanes_addr, X, b0, n_iter, tol, L, R, iters):
     bad = np.empty(L)
     Kc = np.empty(L, dtype=np.int64)
     _load(X, b0, B, W, xr, xc)
-    call_at(lanes_addr, _NONE, (W, xr, xc, g0, n_iter, tol, F, Gh, False, Kt, fa, ga, u, v,
-                                s, lg, acc, acc2, vmax, bad, Kc, ff, gf))
+    call_at(lanes_addr, _NONE, W, xr, xc, g0, n_iter, tol, F, Gh, np.bool_(False), Kt, fa, ga,
+            u, v, s, lg, acc, acc2, vmax, bad, Kc, ff, gf)
     nl = min(L, B - b0)
     for c in range(nl):
         iters[b0 + c] = Kc[c]
@@ -600,8 +600,8 @@ def operator_forward(item_addr, lanes_addr, X, n_iter, tol, lanes, R, iters):
     B = X.shape[0]
     n_items = (B + L - 1) // L
     for t in prange(n_items):
-        call_at(item_addr, _NONE, (lanes_addr, X, np.int64(t * L), np.int64(n_iter),
-                                   np.float64(tol), np.int64(L), R, iters))
+        call_at(item_addr, _NONE, lanes_addr, X, np.int64(t * L), np.int64(n_iter),
+                np.float64(tol), np.int64(L), R, iters)
 
 
 # --------------------------------------------------------------------------
@@ -648,8 +648,8 @@ def unrolled_item(lanes_addr, X, G, b0, n_iter, tol, L, dX, iters):
     s = np.empty((n, L))
     lg = np.empty((n, L))
     bad = np.empty(L)
-    call_at(lanes_addr, _NONE, (W, xr, xc, g0, n_iter, tol, F, Gh, True, Kt, fa, ga, u, v,
-                                s, lg, acc, acc2, vmax, bad, Kc, ff, gf))
+    call_at(lanes_addr, _NONE, W, xr, xc, g0, n_iter, tol, F, Gh, np.bool_(True), Kt, fa, ga,
+            u, v, s, lg, acc, acc2, vmax, bad, Kc, ff, gf)
     Kmax = 0
     for c in range(L):
         Kmax = max(Kmax, Kc[c])
@@ -738,5 +738,5 @@ def unrolled_backward(item_addr, lanes_addr, X, G, n_iter, tol, lanes, dX, iters
     B = X.shape[0]
     n_items = (B + L - 1) // L
     for t in prange(n_items):
-        call_at(item_addr, _NONE, (lanes_addr, X, G, np.int64(t * L), np.int64(n_iter),
-                                   np.float64(tol), np.int64(L), dX, iters))
+        call_at(item_addr, _NONE, lanes_addr, X, G, np.int64(t * L), np.int64(n_iter),
+                np.float64(tol), np.int64(L), dX, iters)

@@ -51,7 +51,7 @@ from ._implicit_forward import operator_forward as forward_kernel
 from ._implicit_forward import unrolled_backward as unrolled_kernel
 from ._implicit_forward import unrolled_item, unrolled_item_signature
 from ._implicit_unrolled import PADDED, UNROLL_MAX, UNROLLED_KERNELS
-from ._pointer import jit_address
+from ._pointer import address_for
 
 __all__ = ["LAUNCHERS", "lanes_for", "item_lanes", "count_invalid", "operator_forward",
            "implicit_backward", "unrolled_backward"]
@@ -129,24 +129,6 @@ def count_invalid(x, nonneg):
     return int(cnt[0]), int(cnt[1])
 
 
-#: ``jit_address`` of the work-item kernels, per kernel and array types
-_ITEM_ADDRESSES = {}
-
-
-def _item_address(kernel, signature, *arrays):
-    """The ``jit_address`` of ``kernel`` for ``signature(*arrays)``, kept
-    per (kernel, dtype, dimensions, contiguity and writeability of the
-    arrays): what their Numba types depend on here (``call_at`` does not
-    check the types it passes)."""
-    key = (kernel,) + tuple((x.dtype, x.ndim, x.flags.c_contiguous, x.flags.f_contiguous,
-                             x.flags.writeable)
-                            for x in arrays)
-    addr = _ITEM_ADDRESSES.get(key)
-    if addr is None:
-        addr = _ITEM_ADDRESSES[key] = jit_address(kernel, signature(*arrays))
-    return addr
-
-
 def operator_forward(X, n_iter, tol):
     """R[b] = S_K(X[b]) = exp(X + f 1^T + 1 g^T) after K Sinkhorn iterations,
     K = n_iter, or fewer when tol >= 0 (tol < 0: never stop early; see
@@ -161,7 +143,7 @@ def operator_forward(X, n_iter, tol):
     if B:
         lanes = lanes_for(n, B)
         with threads_at_most(-(-B // lanes)):
-            item = _item_address(forward_item, forward_item_signature, X, R, iters)
+            item = address_for(forward_item, forward_item_signature, X, R, iters)
             forward_kernel(item, forward_lanes_address(), X, n_iter, tol, lanes, R, iters)
     return R, iters
 
@@ -231,7 +213,7 @@ def unrolled_backward(X, G, n_iter, tol):
     if B:
         lanes = lanes_for(n, B)
         with threads_at_most(-(-B // lanes)):
-            item = _item_address(unrolled_item, unrolled_item_signature, X, G, dX, iters)
+            item = address_for(unrolled_item, unrolled_item_signature, X, G, dX, iters)
             unrolled_kernel(item, forward_lanes_address(), X, G, n_iter, tol, lanes, dX, iters)
     return dX, iters
 

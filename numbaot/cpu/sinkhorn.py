@@ -68,7 +68,7 @@ from .._config import (
 from .. import _config
 from . import _small, chunk_layout, serial_twin
 from ._math import fast_exp, fast_exp_f32_ftz, fast_exp_ftz
-from ._pointer import call_at, jit_address
+from ._pointer import address_for, call_at
 
 _PAR = dict(JIT_OPTIONS, parallel=True)
 _SER = dict(JIT_OPTIONS)
@@ -872,15 +872,17 @@ _VEC_TYPE = nbtypes.Array(nbtypes.float64, 1, "C")
 _NONE = nbtypes.none
 
 
+def _log_chunk_signature(M, loga, v, active, Q, u):
+    return nbtypes.none(typeof(M), nbtypes.float64, typeof(loga), typeof(v), nbtypes.boolean,
+                        _VEC_TYPE, typeof(active), nbtypes.int64, nbtypes.int64, nbtypes.int64,
+                        typeof(Q), typeof(u), _V32_TYPE, _VEC_TYPE)
+
+
 def log_chunk_address(M, loga, v, active, Q, u):
     """The ``jit_address`` of ``log_chunk`` for these arrays (the first
     argument of ``log_fused_pass`` and ``log_run``; dv_max: float64 (K,),
-    C-contiguous).  Costs a few microseconds (the arrays' types): keep it
-    with the state that holds the arrays."""
-    sig = nbtypes.none(typeof(M), nbtypes.float64, typeof(loga), typeof(v), nbtypes.boolean,
-                       _VEC_TYPE, typeof(active), nbtypes.int64, nbtypes.int64, nbtypes.int64,
-                       typeof(Q), typeof(u), _V32_TYPE, _VEC_TYPE)
-    return jit_address(log_chunk, sig)
+    C-contiguous), compiled on the first request."""
+    return address_for(log_chunk, _log_chunk_signature, M, loga, v, active, Q, u)
 
 
 @njit(**_PAR)
@@ -923,9 +925,9 @@ def log_fused_pass(item_addr, n_workers, M, c, loga, v, shift_ok, dv_max, active
     nw = max(1, min(n_chunks, n_workers))
     per = (n_chunks + nw - 1) // nw
     for w in prange(nw):
-        call_at(item_addr, _NONE, (M, np.float64(c), loga, v, np.bool_(shift_ok), dv_max, active,
-                                   np.int64(w * per), np.int64(min(n_chunks, (w + 1) * per)),
-                                   np.int64(chunk_rows), Q, u, V32, vmax))
+        call_at(item_addr, _NONE, M, np.float64(c), loga, v, np.bool_(shift_ok), dv_max, active,
+                np.int64(w * per), np.int64(min(n_chunks, (w + 1) * per)), np.int64(chunk_rows),
+                Q, u, V32, vmax)
     merge_chunks(Q, active, q)
 
 
@@ -1364,6 +1366,7 @@ class LogState:
         # whose float32 plans must equal the single-process small path's
         self.lanes32 = M.dtype == np.float32 and reduction is None
         self.last_err = np.inf
+        self.chunk_address = None   # ``_chunk_address``, made on the first blocked step
 
 
 def _log_prepare(st):
@@ -1407,16 +1410,14 @@ def _reduced_col_lse(M, c, u, n_chunks, chunk_rows, reduction):
 
 
 def _chunk_address(st, active):
-    """The state's ``log_chunk_address``, made again only when one of its
-    arrays was replaced (``call_at`` does not check the types it passes, so
-    the address must be the one compiled for these very arrays' types)."""
-    key = (id(st.M), id(st.loga), id(st.v), id(st.Q), id(st.u), active.dtype, active.ndim,
-           active.flags.c_contiguous)
-    cached = getattr(st, "chunk_address", None)
-    if cached is None or cached[0] != key:
-        cached = st.chunk_address = (key, log_chunk_address(st.M, st.loga, st.v, active, st.Q,
-                                                            st.u))
-    return cached[1]
+    """The state's ``log_chunk_address``: made on its first step, after
+    ``_log_prepare``, whose arrays the solve then updates in place (never
+    replaces: ``call_at`` does not check the types it passes).  ``active``
+    is a fresh bool (n_problems,) array per call, of one type."""
+    addr = st.chunk_address
+    if addr is None:
+        addr = st.chunk_address = log_chunk_address(st.M, st.loga, st.v, active, st.Q, st.u)
+    return addr
 
 
 def _log_steps_reduced(st, n_steps, active):
