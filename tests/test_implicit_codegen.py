@@ -131,34 +131,54 @@ def test_source_is_the_compiled_one():
             assert piece in full
 
 
-def _run_generated(jit):
+def _run_generated(mode):
+    """The size-4 kernels: run by CPython ("python"), jitted by Numba from
+    the text ("numba") or as shipped ("ir": the package's intrinsics,
+    ``numbaot.cpu._irlower``, called from one jitted driver)."""
     ns = {"math": math, "np": np}
     exec(compile(source(), "<generated N=4>", "exec"), ns)
-    if jit:
+    if mode == "numba":
         opts = dict(JIT_OPTIONS, cache=False)
         for name in EXPECTED_SIGNATURES:
             ns[name] = njit(**opts)(ns[name])
+    if mode == "ir":
+        from numbaot.cpu import _implicit_unrolled as un
+        setup, rhs, cg_init, cg_at = un._setup_4, un._rhs_4, un._cg_init_4, un._cg_at_4
+        u, dx = un._u_4, un._dx_4
+
+        @njit(cache=False)
+        def run(Rf, Gf, dXf, Z, inv_n):
+            setup(Rf, Gf, 0, L, True, Z)
+            rhs(Z)
+            cg_init(Z, N, inv_n, 1e-13)
+            cg_at(N, Z, L, N, inv_n, 100)
+            u(Z)
+            dx(Rf, Gf, dXf, 0, L, Z)
+        return run
     return ns
 
 
-@pytest.mark.parametrize("jit", [False, True], ids=["python", "numba"])
-def test_generated_kernels_solve_the_system(jit, rng):
+@pytest.mark.parametrize("mode", ["python", "numba", "ir"])
+def test_generated_kernels_solve_the_system(mode, rng):
     # one work item of L matrices of n = N: setup, rhs, CG, u, dX by the
     # generated functions; v against a dense solve of the projected Schur
     # complement system, dX against its formula
-    ns = _run_generated(jit)
+    ns = _run_generated(mode)
     n_rows = O + 10 * N + 8
     R = rng.uniform(0.1, 1.0, (L, N, N))
     G = rng.standard_normal((L, N, N))
     Z = np.zeros(n_rows * S)
-    ns["_setup_4"](R.reshape(-1), G.reshape(-1), 0, L, True, Z)
-    ns["_rhs_4"](Z)
     inv_n = 1.0 / N
-    ns["_cg_init_4"](Z, N, inv_n, 1e-13)
-    ns["_cg_at_4"](N, Z, L, N, inv_n, 100)
-    ns["_u_4"](Z)
     dX = np.zeros((L, N, N))
-    ns["_dx_4"](R.reshape(-1), G.reshape(-1), dX.reshape(-1), 0, L, Z)
+    if mode == "ir":
+        ns(R.reshape(-1), G.reshape(-1), dX.reshape(-1), Z, inv_n)
+    else:
+        ns["_setup_4"](R.reshape(-1), G.reshape(-1), 0, L, True, Z)
+        ns["_rhs_4"](Z)
+        ns["_cg_init_4"](Z, N, inv_n, 1e-13)
+        ns["_cg_at_4"](N, Z, L, N, inv_n, 100)
+        ns["_u_4"](Z)
+        ns["_dx_4"](R.reshape(-1), G.reshape(-1), dX.reshape(-1), 0, L, Z)
 
     def rows(name):
         return np.stack([Z[(ROW[name] + k) * S:(ROW[name] + k) * S + L] for k in range(N)])
@@ -211,8 +231,9 @@ def test_imports_and_runs_from_pyc_only(tmp_path):
         "from numbaot.cpu import _implicit_unrolled as u\n"
         "from numbaot.cpu._implicit_codegen import STRIDE, zrows\n"
         "assert numbaot.__file__.endswith('.pyc') and not c.CACHE\n"
+        "from numba import njit\n"
         "Z = np.zeros(zrows(4)['rows'] * STRIDE)\n"
-        "u._rhs_at_4(4, Z)\n"   # compiles one generated kernel
+        "njit(lambda Z: u._rhs_at_4(4, Z))(Z)\n"   # compiles one generated kernel
         "print('ok', sorted(u.UNROLLED_KERNELS))\n")
     env = dict(os.environ, PYTHONPATH=str(tmp_path))
     env.pop("NUMBAOT_CACHE", None)

@@ -2,9 +2,10 @@
 
 Pure text: this module imports neither Numba nor NumPy and compiles nothing.
 ``generated_source`` returns the Python source of the straight-line kernels
-for the padded sizes N; ``numbaot.cpu._implicit_unrolled`` execs that text and
-jits the functions, and its work-item templates call them through the
-per-size bindings ``_cg_at_N`` etc. (``_gen_at``).  The generated text is
+for the padded sizes N; ``numbaot.cpu._implicit_unrolled`` lowers that text to
+LLVM IR (``numbaot.cpu._irlower``: a subset of Python, no Numba typing pass),
+and its work-item templates call the kernels through the per-size bindings
+``_cg_at_N`` etc. (``_gen_at``).  The generated text is
 built at import from these functions, never read back from a ``.py`` file,
 so it works where only ``.pyc`` files ship.
 

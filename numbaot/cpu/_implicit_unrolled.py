@@ -4,7 +4,8 @@ register-blocked kernels, one specialisation per padded size N.
 Two parts:
 
 * the straight-line kernels of each N, generated as source text by
-  ``numbaot.cpu._implicit_codegen`` and exec'd here at import
+  ``numbaot.cpu._implicit_codegen`` and made Numba intrinsics here at
+  import, their text lowered to LLVM IR by ``numbaot.cpu._irlower``
   (``_compile_generated``);
 * two templates, ``_backward_item_unrolled`` (one work item) and
   ``_implicit_unrolled`` (the parallel loop over work items), plain Python
@@ -21,6 +22,7 @@ Numba's disk cache off there: ``_config.CACHE``).  Layout and lane
 conventions: ``numbaot.cpu.implicit``; the work item's array Z:
 ``numbaot.cpu._implicit_codegen``.
 """
+import ast
 import hashlib
 import math
 import types
@@ -33,6 +35,7 @@ from ._implicit_cg import any_negative, any_nonfinite, cg_scale
 from ._implicit_codegen import LANES as _UL
 from ._implicit_codegen import STRIDE as _US
 from ._implicit_codegen import generated_source
+from ._irlower import IR_VERSION, kernel_intrinsic
 
 _PAR = dict(JIT_OPTIONS, parallel=True)
 _SER = dict(JIT_OPTIONS)
@@ -67,17 +70,39 @@ _cg = _cg_init = _rhs = _u = _setup = _dx = _bound_per_size
 _BOUND_NAMES = ("cg", "cg_init", "rhs", "u", "setup", "dx")
 
 
+#: generated kernels lowered to LLVM IR directly (``numbaot.cpu._irlower``)
+#: instead of by Numba: Numba's typing and lowering took about 1.5 ms per
+#: statement, 9.4 of the 16.7 s of the first backward call at n = 16
+_IR_KERNELS = ("cg", "cg_init", "rhs", "u", "setup", "dx")
+#: of those, the ones whose lane loop stays scalar: it reads R and G (and
+#: writes dX) matrix by matrix, N^2 entries apart between lanes, so
+#: vectorised across lanes it gathers and scatters: 1.3 times slower at
+#: 4096 x 8 (Zen 4).  Numba's lowering had kept them scalar by accident
+#: (its negative-index wrap-around on those indices).
+_SCALAR = ("setup", "dx")
+
+
 def _compile_generated():
-    """exec the generated sources into this module's namespace and jit them.
-    The code objects carry this file's name, so Numba's disk cache (keyed by
-    module, function name and this file's time stamp, and by each function's
-    bytecode) keeps them like the hand-written kernels; the text is in
-    ``_GENERATED_SOURCE``."""
+    """The generated sources in this module's namespace: the kernels
+    ``_IR_KERNELS`` and their size bindings ``_<name>_at_N`` as intrinsics
+    (``kernel_intrinsic``; a binding drops its ``N``), the others exec'd and
+    jitted.  The exec'd code objects carry this file's name, so Numba's disk
+    cache (keyed by module, function name and this file's time stamp, and
+    by each function's bytecode) keeps them like the hand-written kernels;
+    the text is in ``_GENERATED_SOURCE``."""
     src = generated_source(UNROLL_SIZES, _WRITTEN_OUT_SIZES)
+    defs = {f.name: f for f in ast.parse(src).body}
     ns = {}
     exec(compile(src, __file__, "exec"), globals(), ns)
     for name, fn in ns.items():
-        globals()[name] = njit(**_SER)(fn)
+        base, size = name[1:].rsplit("_", 1)
+        if base in _IR_KERNELS:
+            globals()[name] = kernel_intrinsic(defs[name], vectorize=base not in _SCALAR)
+        elif base.endswith("_at") and base[:-3] in _IR_KERNELS and f"_{base[:-3]}_{size}" in defs:
+            globals()[name] = kernel_intrinsic(defs[f"_{base[:-3]}_{size}"], drop=1,
+                                               vectorize=base[:-3] not in _SCALAR, name=name)
+        else:
+            globals()[name] = njit(**_SER)(fn)
     return src
 
 
@@ -275,8 +300,8 @@ def _implicit_unrolled(R, G, corrected, max_iter, cg_tol, band, block, chunks, d
 
 def _size_digest(N):
     """A digest of what size N's compiled templates depend on beyond their
-    own bytecode: the generated kernels of size N and the constants the
-    templates freeze.  Numba's disk cache keys a function by its own
+    own bytecode: the generated kernels of size N, the constants the
+    templates freeze and the version of their lowering to IR.  Numba's disk cache keys a function by its own
     bytecode and its file's time stamp only, and the cached templates carry
     the generated kernels linked in; with the digest in their qualified
     name (the cache's file name) an edit of the generator or of these
@@ -284,7 +309,7 @@ def _size_digest(N):
     files, ``_implicit_cg`` or ``_math``, remain Numba's usual blind spot:
     while editing them, clear the cache or set NUMBAOT_CACHE=0.)"""
     text = generated_source((N,), _WRITTEN_OUT_SIZES)
-    text += repr((_UL, _US, _CG_BLOCK_BYTES, _WRITTEN_OUT_MAX))
+    text += repr((_UL, _US, _CG_BLOCK_BYTES, _WRITTEN_OUT_MAX, _IR_KERNELS, _SCALAR, IR_VERSION))
     return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
