@@ -28,7 +28,8 @@ import math
 import types
 
 import numpy as np
-from numba import njit, prange
+from numba import njit, prange, typeof
+from numba.core import types as nbtypes
 
 from .._config import IMPLICIT_CG_BLOCK_BYTES, IMPLICIT_UNROLL_SIZES, JIT_OPTIONS
 from ._implicit_cg import any_negative, any_nonfinite, cg_scale
@@ -36,6 +37,7 @@ from ._implicit_codegen import LANES as _UL
 from ._implicit_codegen import STRIDE as _US
 from ._implicit_codegen import generated_source
 from ._irlower import IR_VERSION, kernel_intrinsic
+from ._pointer import call_at
 
 _PAR = dict(JIT_OPTIONS, parallel=True)
 _SER = dict(JIT_OPTIONS)
@@ -252,12 +254,34 @@ def _backward_item_unrolled(R, G, Rf, Gf, corrected, max_iter, cg_tol, band, b0,
     return nf, neg
 
 
-def _implicit_unrolled(R, G, corrected, max_iter, cg_tol, band, block, chunks, dX):
+#: the work item's return type (n_nonfinite, n_negative), for ``call_at``
+_ITEM_RET = nbtypes.UniTuple(nbtypes.int64, 2)
+_VEC = nbtypes.Array(nbtypes.float64, 1, "C")
+
+
+def item_signature(R, G, dX):
+    """The Numba signature of the work item ``UNROLLED_ITEMS[N]`` as
+    ``_implicit_unrolled_N`` calls it for these arrays: their exact types
+    (dtype, read-only flag), their flat views (``reshape(-1)`` in the
+    kernel: 1-D, C, the same flags) and the workspaces the kernel
+    allocates (float64 and int64 vectors)."""
+    tR, tG, tdX = typeof(R), typeof(G), typeof(dX)
+    return _ITEM_RET(tR, tG, tR.copy(ndim=1), tG.copy(ndim=1), nbtypes.boolean, nbtypes.int64,
+                     nbtypes.float64, nbtypes.float64, nbtypes.int64, nbtypes.int64,
+                     nbtypes.int64, _VEC, _VEC, _VEC, tdX, tdX.copy(ndim=1),
+                     nbtypes.Array(nbtypes.int64, 1, "C"), _VEC)
+
+
+def _implicit_unrolled(item_addr, R, G, corrected, max_iter, cg_tol, band, block, chunks, dX):
     """``implicit_backward`` for n <= N, N in IMPLICIT_UNROLL_SIZES (the
     padded size): work items of _UL matrices on ``chunks`` workspaces.  A
     template: ``_compile_for_size(N)`` compiles it with the size-N kernels
     only, and with N = _N_PAD a compile-time constant (the index arithmetic
-    folds; with N an argument every access to Z paid a wrap-around select)."""
+    folds; with N an argument every access to Z paid a wrap-around select).
+    ``item_addr``: the ``jit_address`` of ``UNROLLED_ITEMS[N]`` for
+    ``item_signature(R, G, dX)``: the work item is compiled once on its
+    own, not linked and optimised again in this loop's three gufunc layers
+    (``numbaot.cpu._pointer``)."""
     N = _N_PAD
     B = R.shape[0]
     n = R.shape[1]
@@ -290,9 +314,10 @@ def _implicit_unrolled(R, G, corrected, max_iter, cg_tol, band, block, chunks, d
         t2 = np.empty(n)
         for t in range(th, n_items, n_chunks):
             b0 = t * _UL
-            nf, ng = _backward_item_unrolled(R, G, Rf, Gf, corrected, max_iter, cg_tol,
-                                             band, b0, min(_UL, B - b0), block, Z, t1, t2,
-                                             dX, dXf, iters, relres)
+            nf, ng = call_at(item_addr, _ITEM_RET, R, G, Rf, Gf, corrected,
+                             np.int64(max_iter), np.float64(cg_tol), np.float64(band),
+                             np.int64(b0), np.int64(min(_UL, B - b0)), np.int64(block), Z,
+                             t1, t2, dX, dXf, iters, relres)
             n_nf += nf
             n_neg += ng
     return iters, relres, n_nf, n_neg
@@ -323,7 +348,8 @@ def _compile_for_size(N):
     smaller context (LLVM may inline and round differently: results can
     move by an ulp against the all-sizes build).  The templates' own code
     objects (same file and line numbers) on a namespace of their size,
-    distinct names: Numba's disk cache keeps each size apart."""
+    distinct names: Numba's disk cache keeps each size apart.  Returns the
+    parallel kernel and the work item (called at its address)."""
     ns = dict(globals())
     ns["_N_PAD"] = N
     for name in _BOUND_NAMES:
@@ -334,9 +360,14 @@ def _compile_for_size(N):
         sized = types.FunctionType(fn.__code__, ns, f"{name}_{N}")
         sized.__qualname__ = f"{name}_{N}_{digest}"
         ns[name] = njit(**opts)(sized)
-    return ns["_implicit_unrolled"]
+    return ns["_implicit_unrolled"], ns["_backward_item_unrolled"]
 
 
-UNROLLED_KERNELS = {N: _compile_for_size(N) for N in UNROLL_SIZES}
+_COMPILED = {N: _compile_for_size(N) for N in UNROLL_SIZES}
+#: the parallel kernel of each padded size N (its first argument: the work
+#: item's address)
+UNROLLED_KERNELS = {N: k[0] for N, k in _COMPILED.items()}
+#: the work item of each padded size N (``item_signature``)
+UNROLLED_ITEMS = {N: k[1] for N, k in _COMPILED.items()}
 #: the padded size of n = 0 .. max(IMPLICIT_UNROLL_SIZES)
 PADDED = tuple(min(N for N in UNROLL_SIZES if N >= n) for n in range(UNROLL_MAX + 1))

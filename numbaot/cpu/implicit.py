@@ -15,7 +15,7 @@ Where the kernels live
   for n > max(IMPLICIT_UNROLL_SIZES), and the fused value checks;
 * ``_implicit_unrolled``: the implicit backward for smaller n, one compiled
   specialisation per padded size, on kernels whose source
-  ``_implicit_codegen`` generates.
+  ``_implicit_codegen`` generates and ``_irlower`` lowers to LLVM IR.
 
 Conventions shared by every kernel
 ----------------------------------
@@ -50,7 +50,8 @@ from ._implicit_forward import forward_item, forward_item_signature, forward_lan
 from ._implicit_forward import operator_forward as forward_kernel
 from ._implicit_forward import unrolled_backward as unrolled_kernel
 from ._implicit_forward import unrolled_item, unrolled_item_signature
-from ._implicit_unrolled import PADDED, UNROLL_MAX, UNROLLED_KERNELS
+from ._implicit_unrolled import (PADDED, UNROLL_MAX, UNROLLED_ITEMS, UNROLLED_KERNELS,
+                                 item_signature)
 from ._pointer import address_for
 
 __all__ = ["LAUNCHERS", "lanes_for", "item_lanes", "count_invalid", "operator_forward",
@@ -191,8 +192,10 @@ def implicit_backward(R, G, corrected, max_iter, cg_tol):
     band = IMPLICIT_CG_SCALE_BAND_F32 if dX.dtype == np.float32 else IMPLICIT_CG_SCALE_BAND
     with threads_at_most(-(-B // item_lanes(n, B))):
         if n <= UNROLL_MAX:
-            iters, relres, n_nonfinite, n_negative = UNROLLED_KERNELS[PADDED[n]](
-                R, G, corrected, max_iter, cg_tol, band, IMPLICIT_CG_BLOCK,
+            N = PADDED[n]
+            item = address_for(UNROLLED_ITEMS[N], item_signature, R, G, dX)
+            iters, relres, n_nonfinite, n_negative = UNROLLED_KERNELS[N](
+                item, R, G, corrected, max_iter, cg_tol, band, IMPLICIT_CG_BLOCK,
                 IMPLICIT_CHUNKS * numba.get_num_threads(), dX)
         else:
             iters, relres, n_nonfinite, n_negative = implicit_lanes(
