@@ -51,10 +51,34 @@ def k(Z, X, Y, n, t, flag):
     x += 2
     x = n
     Z[n + 15] = x
+    i = 0
+    while i < n and Z[i] > -1e300:   # Z[n] is past the data: never read
+        i += 1
+    Z[n + 17] = i
+    Z[n + 18] = Z[n - 1] if n > 0 else -2.0
+    Z[n + 19] = 3.0 if n == 0 or Z[0] > 0.0 else 4
     if n > 100:
         return
     Z[n + 16] = 42.0
 '''
+
+
+def test_short_circuits_read_only_when_taken():
+    # an operand that reads an array is lowered in a block of its own, entered
+    # only when Python would evaluate it; plain operands become and / select
+    from llvmlite import ir
+
+    from numbaot.cpu._irlower import lower_kernel, parse_kernel
+    src = ("def k(Z, n):\n"
+           "    Z[0] = Z[n] if n > 0 else 0.0\n"
+           "    Z[1] = 1.0 if n > 0 and Z[n] > 0.0 else 0.0\n"
+           "    Z[2] = 1.0 if n > 0 and n < 5 else 0.0\n")
+    text = str(lower_kernel(ir.Module(), parse_kernel(src), ["p64", "i64"], "k"))
+    assert "ifexp.then" in text and "bool.rhs" in text
+    # the entry block (up to its branch on n > 0) loads no element
+    entry = text.split("entry:")[1].split("ifexp.then")[0]
+    assert "load double" not in entry, entry
+    assert text.count("bool.rhs") >= 2 and text.count(" and i1 ") == 1
 
 
 def _driver(kernel):

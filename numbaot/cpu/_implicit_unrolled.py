@@ -326,8 +326,9 @@ def _implicit_unrolled(item_addr, R, G, corrected, max_iter, cg_tol, band, block
 def _size_digest(N):
     """A digest of what size N's compiled templates depend on beyond their
     own bytecode: the generated kernels of size N, the constants the
-    templates freeze and the version of their lowering to IR.  Numba's disk cache keys a function by its own
-    bytecode and its file's time stamp only, and the cached templates carry
+    templates freeze and the version of their lowering to IR.  Numba's
+    disk cache keys a function by its own bytecode and its file's time
+    stamp only, and the cached templates carry
     the generated kernels linked in; with the digest in their qualified
     name (the cache's file name) an edit of the generator or of these
     tunables cannot bring back a stale kernel.  (Edits of callees in other

@@ -5,7 +5,7 @@ Numba types and lowers a function statement by statement in Python: about
 1.5 ms per statement of the generated implicit-backward kernels
 (``numbaot.cpu._implicit_codegen``), 4.6 of the 5.4 s that ``_cg_16`` took
 to compile (LLVM took the rest).  Those kernels use a small subset of
-Python on one float64 array, so ``lower_kernel`` translates their source
+Python on flat float arrays, so ``lower_kernel`` translates their source
 text (the same text, the one definition of the algorithm) to LLVM IR with
 llvmlite, with no typing pass, and ``kernel_intrinsic`` wraps the result as
 an ``@intrinsic``: a jitted caller defines the IR function in its own module
@@ -15,26 +15,35 @@ lowering of the same text.
 The subset (anything else raises ``NotImplementedError`` naming the
 construct):
 
-* one ``def`` whose parameters are one float64 array, 1-D and contiguous
-  (a pointer to its first element), integers (int64), floats (float64)
-  and booleans;
-* statements: assignment to a name or to ``Z[index]`` (``Z`` the array
-  parameter), augmented assignment (``+=``, ``-=``, ``*=``), ``for x in
+* one ``def`` whose parameters are float64 or float32 arrays, 1-D and
+  contiguous (each a pointer to its first element), integers (int64),
+  floats (float64) and booleans;
+* statements: assignment to a name or to ``A[index]`` (``A`` an array
+  parameter; a float64 value stored in a float32 array rounds, as
+  NumPy's), augmented assignment (``+=``, ``-=``, ``*=``), ``for x in
   range(stop)``, ``while``, ``if``/``else``, ``return`` / ``return None``;
-* expressions: int, float and bool literals, names, ``Z[index]``, ``+ - *
+* expressions: int, float and bool literals, names, ``A[index]`` (an
+  element of a float32 array only inside ``np.float64(...)``: no
+  arithmetic runs in float32), ``+ - *
   /`` (Python's true division; int with float is float), ``&`` and ``|``
-  on booleans, ``and`` / ``or`` (both sides evaluated: they have no
-  effects), ``not``, unary ``-``, one comparison ``< <= > >= == !=``
-  (ordered on floats, as in Python: false with a NaN, except ``!=``),
-  ``a if c else b``, ``math.sqrt``, ``abs``, ``min`` / ``max`` of two
-  values, ``np.float64``.
+  on booleans or ints, ``and`` / ``or``, ``not``, unary ``-``, one
+  comparison ``< <= > >= == !=`` (ordered on floats, as in Python: false
+  with a NaN, except ``!=``), ``a if c else b``, ``math.sqrt``, ``abs``,
+  ``min`` / ``max`` of two values, ``np.float64``.  ``and``, ``or`` and
+  ``a if c else b`` short-circuit as in Python where an operand reads an
+  array element (an index may be valid on one side only); elsewhere both
+  sides are computed (they have no effects) into a plain and / or /
+  select.
 
 A name keeps the type of its first assignment (an int assigned to a float
-name is converted; a float to an int name is refused).  Indices are not
-bounds-checked: the generated kernels index inside the work item's array
-by construction (``numbaot.cpu._implicit_codegen``), which Numba's own
-lowering (``boundscheck`` off) did not check either.  Floating-point
+name is converted; a float to an int name is refused).  Indices are
+neither bounds-checked nor wrapped around when negative (Python would
+wrap): the generated kernels index inside the work item's arrays, from 0
+up, by construction (``numbaot.cpu._implicit_codegen``), which Numba's
+own lowering (``boundscheck`` off) did not check either.  Floating-point
 instructions carry ``_config.FASTMATH``, the flags of ``JIT_OPTIONS``.
+``vectorize=False`` marks every ``for`` loop of a kernel not to be
+vectorised (``llvm.loop.vectorize.enable``).
 """
 import ast
 import inspect
@@ -49,7 +58,7 @@ from .._config import FASTMATH
 #: raise when the lowering changes: part of the digest that keys the cached
 #: callers (``numbaot.cpu._implicit_unrolled._size_digest``), since Numba's
 #: disk cache does not see an intrinsic's code
-IR_VERSION = 1
+IR_VERSION = 2
 
 _F64 = ir.DoubleType()
 _F32 = ir.FloatType()
@@ -151,11 +160,14 @@ class _Lowering:
         if isinstance(node, ast.BinOp):
             return self._binop(node.op, self.expr(node.left), self.expr(node.right), node)
         if isinstance(node, ast.BoolOp):
-            vals = [self._to(self.expr(v), "i1", node) for v in node.values]
-            op = b.and_ if isinstance(node.op, ast.And) else b.or_
-            acc = vals[0]
-            for v in vals[1:]:
-                acc = op(acc, v)
+            is_and = isinstance(node.op, ast.And)
+            acc = self._to(self.expr(node.values[0]), "i1", node)
+            for v in node.values[1:]:
+                if _reads_memory(v):   # Python's short circuit: read only when needed
+                    acc = self._branches(acc, lambda: self._to(self.expr(v), "i1", node),
+                                         is_and)
+                else:   # both sides: no effects, and LLVM gets a plain and / or
+                    acc = (b.and_ if is_and else b.or_)(acc, self._to(self.expr(v), "i1", node))
             return acc, "i1"
         if isinstance(node, ast.UnaryOp):
             val = self.expr(node.operand)
@@ -173,12 +185,68 @@ class _Lowering:
                                  self.expr(node.comparators[0]), node)
         if isinstance(node, ast.IfExp):
             cond = self._to(self.expr(node.test), "i1", node)
+            if _reads_memory(node.body) or _reads_memory(node.orelse):
+                # only the arm taken runs (an index may be valid on one side only)
+                return self._if_else(cond, node.body, node.orelse, node)
             x, y = self.expr(node.body), self.expr(node.orelse)
             kind = x[1] if x[1] == y[1] else "f64"
             return b.select(cond, self._to(x, kind, node), self._to(y, kind, node)), kind
         if isinstance(node, ast.Call):
             return self._call(node)
         raise _unsupported(node, "expression")
+
+    def _branches(self, left, right, is_and):
+        """``left and right()`` / ``left or right()`` on i1 values with
+        Python's short circuit: ``right`` is lowered in a block entered only
+        when ``left`` does not decide."""
+        b = self.b
+        start = b.block
+        rhs = b.append_basic_block("bool.rhs")
+        end = b.append_basic_block("bool.end")
+        if is_and:
+            b.cbranch(left, rhs, end)
+        else:
+            b.cbranch(left, end, rhs)
+        b.position_at_end(rhs)
+        r = right()
+        rhs_end = b.block
+        b.branch(end)
+        b.position_at_end(end)
+        phi = b.phi(_I1)
+        phi.add_incoming(left, start)
+        phi.add_incoming(r, rhs_end)
+        return phi
+
+    def _if_else(self, cond, body, orelse, node):
+        """``body if cond else orelse`` (expressions), each arm lowered in its
+        own blocks (run only when taken), the result a phi of their values
+        converted to a common kind (equal kinds, else float64)."""
+        b = self.b
+        t_blk = b.append_basic_block("ifexp.then")
+        o_blk = b.append_basic_block("ifexp.else")
+        end = b.append_basic_block("ifexp.end")
+        b.cbranch(cond, t_blk, o_blk)
+        b.position_at_end(t_blk)
+        x = self.expr(body)
+        t_last = b.block   # an arm may have opened blocks of its own
+        b.position_at_end(o_blk)
+        y = self.expr(orelse)
+        o_last = b.block
+        kind = x[1] if x[1] == y[1] else "f64"
+        # the conversions at the end of each arm, then the jumps to the join
+        b.position_at_end(t_last)
+        xv = self._to(x, kind, node)
+        t_end = b.block
+        b.branch(end)
+        b.position_at_end(o_last)
+        yv = self._to(y, kind, node)
+        o_end = b.block
+        b.branch(end)
+        b.position_at_end(end)
+        phi = b.phi(_KIND[kind])
+        phi.add_incoming(xv, t_end)
+        phi.add_incoming(yv, o_end)
+        return phi, kind
 
     def _binop(self, op, x, y, node):
         b = self.b
@@ -353,6 +421,11 @@ class _Lowering:
             raise _unsupported(node, "statement")
 
 
+def _reads_memory(node):
+    """Whether the expression ``node`` reads an array element."""
+    return any(isinstance(n, ast.Subscript) for n in ast.walk(node))
+
+
 def parse_kernel(source):
     """The ``ast.FunctionDef`` of the one function defined in ``source``."""
     mod = ast.parse(source)
@@ -403,14 +476,14 @@ _CAST = {"i64": types.int64, "f64": types.float64, "i1": types.boolean}
 
 def kernel_intrinsic(source, drop=0, vectorize=True, name=None):
     """A Numba intrinsic running the function defined in ``source`` (the
-    subset above; or its ``ast.FunctionDef``), lowered by ``lower_kernel``.  Its first ``drop``
-    arguments are accepted and ignored (the per-size bindings' ``N``).
-    Arguments: the float64 array (1-D, C-contiguous) where the source has
-    it, integers, floats and booleans where the source has them (converted
-    to int64, float64, bool); returns None.  ``vectorize``: as in
-    ``lower_kernel``.  ``name``: the intrinsic's name (default: the
-    function's); the result's ``kernel_name`` is the lowered function's.  A call with other types fails
-    to type (Numba's ``TypingError``)."""
+    subset above; or its ``ast.FunctionDef``), lowered by ``lower_kernel``.
+    Its first ``drop`` arguments are accepted and ignored (the per-size
+    bindings' ``N``).  Arguments: 1-D C-contiguous float64 or float32 arrays
+    where the source has arrays, integers, floats and booleans where it has
+    scalars (converted to int64, float64, bool); returns None; a call with
+    other types fails to type (Numba's ``TypingError``).  ``vectorize``: as
+    in ``lower_kernel``.  ``name``: the intrinsic's name (default: the
+    function's); the result's ``kernel_name`` is the lowered function's."""
     node = source if isinstance(source, ast.FunctionDef) else parse_kernel(source)
     n_args = len(node.args.args)
     symbol = f"numbaot_ir.{node.name}"
