@@ -50,7 +50,7 @@ def k(Z, X, Y, n, t, flag):
     x = 1.5
     x += 2
     x = n
-    Z[n + 15] = x
+    Z[n + 15] = x + (flag + 1) * 100 + (1 if flag == (n > 2) else 0) * 1000
     i = 0
     while i < n and Z[i] > -1e300:   # Z[n] is past the data: never read
         i += 1
@@ -159,6 +159,7 @@ def test_other_arrays_fail_to_type(bad):
     ("x = Y[0]", "float32"),
     ("Z[0] = Y[0] * 2.0", "conversion"),
     ("return 1.0", "return value"),
+    ("Z = 1.0", "assignment to an array parameter"),
     ("with open('f'):\n        pass", "statement"),
 ])
 def test_unsupported_constructs_are_named(body, what):

@@ -58,7 +58,7 @@ from .._config import FASTMATH
 #: raise when the lowering changes: part of the digest that keys the cached
 #: callers (``numbaot.cpu._implicit_unrolled._size_digest``), since Numba's
 #: disk cache does not see an intrinsic's code
-IR_VERSION = 2
+IR_VERSION = 3
 
 _F64 = ir.DoubleType()
 _F32 = ir.FloatType()
@@ -256,8 +256,8 @@ class _Lowering:
             return (b.and_ if isinstance(op, ast.BitAnd) else b.or_)(x[0], y[0]), x[1]
         if isinstance(op, ast.Div):
             kind = "f64"
-        else:
-            kind = "i64" if x[1] == y[1] == "i64" else "f64"
+        else:   # bools count as ints (True + 1 == 2), as in Python
+            kind = "i64" if x[1] in ("i64", "i1") and y[1] in ("i64", "i1") else "f64"
         u, v = self._to(x, kind, node), self._to(y, kind, node)
         if kind == "i64":
             ops = {ast.Add: b.add, ast.Sub: b.sub, ast.Mult: b.mul}
@@ -274,8 +274,9 @@ class _Lowering:
         if type(op) not in self._CMP:
             raise _unsupported(node, "comparison")
         sym = self._CMP[type(op)]
-        if x[1] == y[1] == "i64":
-            return self.b.icmp_signed(sym, x[0], y[0]), "i1"
+        if x[1] in ("i64", "i1") and y[1] in ("i64", "i1"):
+            u, v = self._to(x, "i64", node), self._to(y, "i64", node)
+            return self.b.icmp_signed(sym, u, v), "i1"
         u, v = self._to(x, "f64", node), self._to(y, "f64", node)
         if sym == "!=":
             return self._fp(self.b.fcmp_unordered(sym, u, v)), "i1"
@@ -328,6 +329,8 @@ class _Lowering:
 
     # -- statements ---------------------------------------------------------
     def _store(self, target, val, node):
+        if isinstance(target, ast.Name) and target.id in self.arrays:
+            raise _unsupported(node, "assignment to an array parameter in")
         if isinstance(target, ast.Name):
             slot, kind = self._slot(target.id, val[1])
             self.b.store(self._to(val, kind, node), slot)
