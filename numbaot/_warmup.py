@@ -162,8 +162,13 @@ def _gae(dtype):
 
 def _operator(dtype, backward):
     import numbaot
+    from numbaot import _config
     X = np.random.default_rng(0).standard_normal((4, 16, 16)).astype(dtype)
     R = numbaot.sinkhorn_operator(X)
+    # a batch above _config.IMPLICIT_CHECK_NUMPY_MAX entries: its value check
+    # runs the counting kernel (smaller ones use NumPy)
+    numbaot.sinkhorn_operator(np.zeros((_config.IMPLICIT_CHECK_NUMPY_MAX // 256 + 1, 16, 16),
+                                       dtype=dtype), n_iter=1)
     if backward:
         numbaot.sinkhorn_operator_backward(R, np.ones_like(R))
 

@@ -675,3 +675,23 @@ def test_exported():
     assert numbaot.sinkhorn_operator is sinkhorn_operator
     assert numbaot.sinkhorn_operator_backward is sinkhorn_operator_backward
     assert "sinkhorn_operator" in numbaot.__all__
+
+
+@pytest.mark.parametrize("size", [1, 7, 4096, 16384, 16385, 70000])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_count_invalid_both_paths(rng, size, dtype):
+    # up to _config.IMPLICIT_CHECK_NUMPY_MAX entries NumPy's min / max, above
+    # it the counting kernel: the counts of NumPy's isfinite and x < 0
+    from numbaot.cpu.implicit import count_invalid
+    for case in ("clean", "negative", "bad"):
+        x = rng.uniform(0.0, 1e30, size).astype(dtype)
+        if case != "clean":
+            idx = rng.choice(size, size=min(size, 5), replace=False)
+            x[idx[:2]] = -rng.uniform(1, 2, len(idx[:2])) if case == "negative" else x[idx[:2]]
+            x[-1] = -0.0
+        if case == "bad":
+            x[idx[2:]] = np.array([np.nan, np.inf, -np.inf])[:len(idx[2:])]
+        for nonneg in (True, False):
+            bad = int(np.count_nonzero(~np.isfinite(x)))
+            neg = int(np.count_nonzero(x < 0)) if nonneg else 0
+            assert count_invalid(x.reshape(1, 1, -1), nonneg) == (bad, neg), (case, nonneg)

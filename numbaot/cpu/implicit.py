@@ -35,12 +35,14 @@ Conventions shared by every kernel
 * Log-domain scalings: R = exp(X + f 1^T + 1 g^T), iterated log-stabilised
   (``_implicit_forward``).
 """
+import math
+
 import numba
 import numpy as np
 from numba import njit, prange
 
 from .._config import (IMPLICIT_CG_BLOCK, IMPLICIT_CG_SCALE_BAND, IMPLICIT_CG_SCALE_BAND_F32,
-                       IMPLICIT_CHUNKS, IMPLICIT_LANES,
+                       IMPLICIT_CHECK_NUMPY_MAX, IMPLICIT_CHUNKS, IMPLICIT_LANES,
                        IMPLICIT_LANES_LARGE, IMPLICIT_LANES_MAX_N, IMPLICIT_LANES_MIN,
                        JIT_OPTIONS)
 from .._dispatch import threads_at_most
@@ -122,9 +124,18 @@ def item_lanes(n, B=None):
 def count_invalid(x, nonneg):
     """(number of NaN/inf entries, number of negative entries if ``nonneg``
     else 0) of the C-contiguous array x (any shape): one parallel counting
-    pass, no temporary."""
+    pass, no temporary; up to ``_config.IMPLICIT_CHECK_NUMPY_MAX`` entries
+    NumPy's min and max (NaN and inf show in them), exact counts only when
+    they are not finite or the minimum is negative (no kernel to compile)."""
     if x.size == 0:
         return 0, 0
+    if x.size <= IMPLICIT_CHECK_NUMPY_MAX:
+        xf = x.reshape(-1)
+        lo, hi = xf.min(), xf.max()
+        if math.isfinite(lo) and math.isfinite(hi):
+            return 0, (int(np.count_nonzero(xf < 0)) if nonneg and lo < 0 else 0)
+        bad = xf.size - int(np.count_nonzero(np.isfinite(xf)))
+        return bad, (int(np.count_nonzero(xf < 0)) if nonneg else 0)
     cnt = np.zeros(2, dtype=np.int64)
     count_invalid_kernel(x.reshape(-1), nonneg, cnt)
     return int(cnt[0]), int(cnt[1])
