@@ -22,7 +22,6 @@ Numba's disk cache off there: ``_config.CACHE``).  Layout and lane
 conventions: ``numbaot.cpu.implicit``; the work item's array Z:
 ``numbaot.cpu._implicit_codegen``.
 """
-import ast
 import hashlib
 import math
 import types
@@ -85,26 +84,32 @@ _SCALAR = ("setup", "dx")
 
 
 def _compile_generated():
-    """The generated sources in this module's namespace: the kernels
+    """The generated functions in this module's namespace: the kernels
     ``_IR_KERNELS`` and their size bindings ``_<name>_at_N`` as intrinsics
-    (``kernel_intrinsic``; a binding drops its ``N``), the others exec'd and
-    jitted.  The exec'd code objects carry this file's name, so Numba's disk
-    cache (keyed by module, function name and this file's time stamp, and
-    by each function's bytecode) keeps them like the hand-written kernels;
-    the text is in ``_GENERATED_SOURCE``."""
+    (``kernel_intrinsic``, which parses a kernel's text when a caller first
+    compiles; a binding drops its ``N``), the few others (bindings that do
+    nothing) exec'd and jitted.  Their code objects carry this file's name,
+    so Numba's disk cache (keyed by module, function name and this file's
+    time stamp, and by each function's bytecode) keeps them like the
+    hand-written kernels; the whole text is in ``_GENERATED_SOURCE``."""
     src = generated_source(UNROLL_SIZES, _WRITTEN_OUT_SIZES)
-    defs = {f.name: f for f in ast.parse(src).body}
+    # one function per piece ("def _name(...):" and its lines, no blank line)
+    pieces = {}
+    for p in src.split("\n\n"):
+        p = p.strip("\n") + "\n"
+        pieces[p[4:p.index("(")]] = p
     ns = {}
-    exec(compile(src, __file__, "exec"), globals(), ns)
-    for name, fn in ns.items():
+    for name, text in pieces.items():
         base, size = name[1:].rsplit("_", 1)
+        target = f"_{base[:-3]}_{size}"
         if base in _IR_KERNELS:
-            globals()[name] = kernel_intrinsic(defs[name], vectorize=base not in _SCALAR)
-        elif base.endswith("_at") and base[:-3] in _IR_KERNELS and f"_{base[:-3]}_{size}" in defs:
-            globals()[name] = kernel_intrinsic(defs[f"_{base[:-3]}_{size}"], drop=1,
+            globals()[name] = kernel_intrinsic(text, vectorize=base not in _SCALAR)
+        elif base.endswith("_at") and base[:-3] in _IR_KERNELS and target in pieces:
+            globals()[name] = kernel_intrinsic(pieces[target], drop=1,
                                                vectorize=base[:-3] not in _SCALAR, name=name)
         else:
-            globals()[name] = njit(**_SER)(fn)
+            exec(compile(text, __file__, "exec"), globals(), ns)
+            globals()[name] = njit(**_SER)(ns[name])
     return src
 
 

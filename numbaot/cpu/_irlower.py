@@ -441,9 +441,9 @@ def parse_kernel(source):
 def lower_kernel(module, node, kinds, name, vectorize=True):
     """Define ``name`` in the llvmlite ``module`` from the function ``node``
     (``parse_kernel``): void, internal linkage, parameters of the kinds
-    ``kinds`` ('ptr' for the float64 array, 'i64', 'f64', 'i1', in the
-    order of ``node``'s parameters).  ``vectorize=False`` marks its ``for``
-    loops not to be vectorised.  Returns the ``ir.Function``; when the
+    ``kinds`` ('p64' / 'p32' for a float64 / float32 array, 'i64', 'f64',
+    'i1', in the order of ``node``'s parameters).  ``vectorize=False``
+    marks its ``for`` loops not to be vectorised.  Returns the ``ir.Function``; when the
     module already defines ``name``, that one."""
     if name in module.globals:
         return module.globals[name]
@@ -479,17 +479,26 @@ _CAST = {"i64": types.int64, "f64": types.float64, "i1": types.boolean}
 
 def kernel_intrinsic(source, drop=0, vectorize=True, name=None):
     """A Numba intrinsic running the function defined in ``source`` (the
-    subset above; or its ``ast.FunctionDef``), lowered by ``lower_kernel``.
-    Its first ``drop`` arguments are accepted and ignored (the per-size
-    bindings' ``N``).  Arguments: 1-D C-contiguous float64 or float32 arrays
+    subset above), lowered by ``lower_kernel``.  The text is parsed when a
+    caller first compiles (only its ``def`` line before: importing the
+    kernels of every size parses nothing big).  Its first ``drop``
+    arguments are accepted and ignored (the per-size bindings' ``N``).
+    Arguments: 1-D C-contiguous float64 or float32 arrays
     where the source has arrays, integers, floats and booleans where it has
     scalars (converted to int64, float64, bool); returns None; a call with
     other types fails to type (Numba's ``TypingError``).  ``vectorize``: as
     in ``lower_kernel``.  ``name``: the intrinsic's name (default: the
     function's); the result's ``kernel_name`` is the lowered function's."""
-    node = source if isinstance(source, ast.FunctionDef) else parse_kernel(source)
+    # the parameters from the def line alone; the body when a caller compiles
+    node = parse_kernel(source.lstrip().split("\n", 1)[0] + "\n    pass\n")
     n_args = len(node.args.args)
     symbol = f"numbaot_ir.{node.name}"
+    parsed = []
+
+    def tree():
+        if not parsed:
+            parsed.append(parse_kernel(source))
+        return parsed[0]
 
     def typer(typingctx, *args):
         if len(args) != n_args + drop:
@@ -507,7 +516,7 @@ def kernel_intrinsic(source, drop=0, vectorize=True, name=None):
                     vals.append(context.make_array(ty)(context, builder, v).data)
                 else:
                     vals.append(context.cast(builder, v, ty, _CAST[kind]))
-            fn = lower_kernel(builder.module, node, kinds, symbol + "." + "_".join(kinds),
+            fn = lower_kernel(builder.module, tree(), kinds, symbol + "." + "_".join(kinds),
                               vectorize)
             builder.call(fn, vals)
             return context.get_dummy_value()
