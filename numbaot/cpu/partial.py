@@ -84,6 +84,7 @@ from .sinkhorn import (
     gibbs_loss_serial,
     log_col_lse,
     merge_chunks,
+    merge_chunks_serial,
     scaled_loss,
     scaled_loss_serial,
     scaled_plan,
@@ -566,12 +567,11 @@ def partial_log_err2(u, v, sv, up, vp, active, n_chunks, chunk_rows):
 # "Entropic partial OT") measured the small path faster at every size up to
 # 256^2 in every run (parallel / small time 1.13-2.85) and 0.88-1.41 at
 # 362^2; log domain 1.04-1.31 at 64-128 (the whole loop) against 0.78 at 181.
-_merge_chunks_serial = serial_twin(merge_chunks)
 partial_fused_err_pass_serial = serial_twin(partial_fused_err_pass,
-                                            merge_chunks=_merge_chunks_serial)
+                                            merge_chunks=merge_chunks_serial)
 partial_err2_serial = serial_twin(partial_err2)
 partial_log_fused_pass_serial = serial_twin(partial_log_fused_pass,
-                                            merge_chunks=_merge_chunks_serial)
+                                            merge_chunks=merge_chunks_serial)
 _log_col_lse_serial = serial_twin(log_col_lse)
 partial_log_run_serial = serial_twin(partial_log_run,
                                      partial_log_fused_pass=partial_log_fused_pass_serial,
