@@ -28,8 +28,9 @@ with c = -1/reg, v <- log b - LSE_i(c M_ij + u_i), u <- log a - LSE_j(c M_ij + v
 entry.  The row logsumexp is shifted by a certified upper bound taken from the
 previous iterate (r_i = log a_i - u_old_i + max_j (v_j - v_old_j)), so no max
 pass is needed and nothing can overflow; rows whose scaled sum underflows, and
-the first iteration, use Viehmann's blocked online logsumexp (running max,
-rescaled running sum, ``_online_row_lse``).  The row's exponentials E_ij are
+the first iteration, take the row's exact maximum first (two reads of the row,
+from L1 or L2; Viehmann's one-pass online logsumexp did the same work and cost
+a compiled helper more).  The row's exponentials E_ij are
 kept in a per-thread buffer and reused: P_ij = E_ij * a_i / s_i (the new plan
 entry, never above a_i) is added into the chunk's column accumulators, whose
 sums q_j give both the marginal error and the next v_j = log b_j - log q_j + v_j.
@@ -417,12 +418,19 @@ def _lane_copy(M, v, active):
 @overload(_lane_copy, inline="always")
 def _lane_copy_impl(M, v, active):
     if M.dtype.bitwidth == 64:
-        return lambda M, v, active: (np.empty((0, 0), np.float32), np.full(v.shape[0], np.inf))
+        def impl64(M, v, active):
+            vmax = np.empty(v.shape[0])  # (a loop: np.full is one more compile)
+            for k in range(v.shape[0]):
+                vmax[k] = np.inf
+            return np.empty((0, 0), np.float32), vmax
+        return impl64
 
     def impl(M, v, active):
         K, m = v.shape
         V32 = np.empty((K, m), np.float32)
-        vmax = np.full(K, np.inf)
+        vmax = np.empty(K)
+        for k in range(K):
+            vmax[k] = np.inf
         for k in range(K):
             if not active[k]:
                 continue
@@ -761,48 +769,6 @@ def log_col_lse(M, c, u, n_chunks, chunk_rows, out):
 
 
 @njit(**_SER)
-def _online_row_lse(M, i, c, V, k, E, r_out, shift):
-    """Viehmann's single-pass online logsumexp over row i, blocked.
-
-    Returns (r, s) with logsumexp_j (c M[i, j] + V[k, j]) = r + log(s) and
-    leaves E[r_out, j] = exp(c M[i, j] + V[k, j] - r).  The running maximum r
-    and the running sum s are kept per block of COL_BLOCK entries: a block's
-    maximum is taken while the block sits in L1, s is rescaled by
-    exp(r_old - r_new) when the maximum grows, and the block's exponentials
-    are added.  ``shift`` is a scratch of one entry per block.
-    """
-    m = M.shape[1]
-    nblk = shift.shape[0]
-    r = -np.inf
-    s = 0.0
-    for bb in range(nblk):
-        j0 = bb * COL_BLOCK
-        ln = min(m, j0 + COL_BLOCK) - j0
-        bm = -np.inf  # the block's maximum (written out: a helper is a compile)
-        base = np.uint64(j0)
-        for t in range(ln):
-            j = base + np.uint64(t)
-            bm = max(bm, c * M[i, j] + V[k, j])
-        if bm > r:
-            if r > -np.inf:
-                s *= fast_exp(r - bm)
-            r = bm
-        shift[bb] = r
-        if r == -np.inf:
-            E[r_out, j0:j0 + ln] = 0.0
-            continue
-        s += _exp_store_sum(M, i, c, V, k, r, E, r_out, j0, ln)
-    for bb in range(nblk):
-        if shift[bb] < r and shift[bb] > -np.inf:
-            j0 = bb * COL_BLOCK
-            alpha = fast_exp(shift[bb] - r)
-            base = np.uint64(j0)
-            for t in range(min(m, j0 + COL_BLOCK) - j0):
-                E[r_out, base + np.uint64(t)] *= alpha
-    return r, s
-
-
-@njit(**_SER)
 def log_chunk(M, c, loga, v, shift_ok, dv_max, active, ch0, ch1, chunk_rows, Q, u, V32, vmax):
     """``log_fused_pass`` on the chunks ch0 .. ch1 - 1 of rows of M (chunk
     ch: rows ch * chunk_rows .., its column sums in Q[ch]; a chunk's result
@@ -814,11 +780,9 @@ def log_chunk(M, c, loga, v, shift_ok, dv_max, active, ch0, ch1, chunk_rows, Q, 
     n, m = M.shape
     K = v.shape[0]
     shared_a = loga.shape[0] == 1
-    nblk = (m + COL_BLOCK - 1) // COL_BLOCK
     R = tile_rows(m, np.int64(8))  # tiles of the float64 row buffer E
     E = np.empty((R, m))
     S32 = np.empty(EXP_BLOCK if M.itemsize == 4 else 0, np.float32)
-    shift = np.empty(nblk)
     s = np.empty(R)
     rr = np.empty(R)
     alpha = np.empty(R)
@@ -850,7 +814,18 @@ def log_chunk(M, c, loga, v, shift_ok, dv_max, active, ch0, ch1, chunk_rows, Q, 
                         alpha[r] = 0.0
                         continue
                     if not s[r] > ROW_SUM_FLOOR:
-                        rr[r], s[r] = _online_row_lse(M, t0 + r, c, v, k, E, r, shift)
+                        # no bound (first pass) or the sum underflowed: the
+                        # row's exact maximum, then its exponentials (sum >= 1)
+                        i = t0 + r
+                        mx = -np.inf
+                        for j in range(m):
+                            mx = max(mx, c * M[i, j] + v[k, j])
+                        rr[r] = mx
+                        s[r] = 0.0
+                        if mx > -np.inf:
+                            s[r] = _exp_store_sum(M, i, c, v, k, mx, E, r, np.int64(0), m)
+                        else:
+                            E[r, :] = 0.0
                     u[k, t0 + r] = la - rr[r] - math.log(s[r])
                     alpha[r] = math.exp(la) / s[r]
                 # rows of empty bins (alpha = 0) hold stale exponentials: zero them
@@ -902,8 +877,8 @@ def log_fused_pass(item_addr, n_workers, M, c, loga, v, shift_ok, dv_max, active
     so r_i = loga_i - u_old_i + dv_max is a certified upper bound of the new
     row logsumexp: exp(c M_ij + v_j - r_i) <= 1 cannot overflow and one pass
     with one exponential per entry suffices.  Rows whose sum underflows
-    (s < ROW_SUM_FLOOR), and every row when not ``shift_ok``, use the online
-    running-max logsumexp ``_online_row_lse``.  The exponentials of a tile of
+    (s < ROW_SUM_FLOOR), and every row when not ``shift_ok``, are shifted
+    by their exact maximum (a max sweep first).  The exponentials of a tile of
     rows are kept in a per-thread buffer (L2) and reused for q:
     P_ij = E_ij * a_i / s_i <= a_i.  Tiles of rows x blocks of COL_BLOCK
     columns keep the blocks of v and of the accumulators in L1.
