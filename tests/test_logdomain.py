@@ -151,6 +151,31 @@ def test_float32_lanes_reach_default_stopThr():
     assert logs[np.float32]["niter"] == logs[np.float64]["niter"] < 999
 
 
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("shape", [(203, 197), (37, 9001), (2001, 13)])
+def test_blocked_pass_tile_shapes_match_pot(shape, dtype):
+    """The blocked pass adds a tile's rows into the column sums in groups of
+    ``ROW_TILE`` and the rest row by row: (203, 197) ends its chunks on
+    partial tiles; rows of 9001 float64 entries leave fewer than
+    ``ROW_TILE`` rows per tile (``TILE_BYTES``), so every tile goes row by
+    row; (1001, 13) has many chunks of narrow rows.  The first pass (no
+    certified shift) takes each row's exact maximum.  Against POT's float64
+    ``sinkhorn_log``: plan, iteration count and err history."""
+    n, m = shape
+    assert n * m > numbaot._config.SMALL_MAX_ENTRIES_LOG  # the blocked path
+    a, b, M = make_problem(n, m, seed=n + m, dtype=dtype)
+    G_ref, log_ref = ot.sinkhorn(*up(a, b, M), 0.05, method="sinkhorn_log", log=True,
+                                 numItermax=60, stopThr=1e-7)
+    G, log = numbaot.sinkhorn(a, b, M, 0.05, method="sinkhorn_log", log=True, numItermax=60,
+                              stopThr=1e-7)
+    assert G.dtype == dtype
+    if dtype == np.float64:
+        assert_log_matches(log, log_ref)
+        assert_close(G, G_ref, rtol=1e-12, atol=1e-15 * G_ref.max())
+    else:
+        assert_close(G, G_ref, **F32)
+
+
 @pytest.mark.parametrize("init_serial_max", [None, -1])
 @pytest.mark.parametrize("n_hists", [0, 2, 9])
 def test_blocked_solver_recomputes_underflowed_columns(monkeypatch, n_hists, init_serial_max):
