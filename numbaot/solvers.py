@@ -125,7 +125,7 @@ def _check_1d(w, name):
 
 def _kl_weights(a, b):
     """POT's stabilisation of the KL value for zero masses (and its message)."""
-    if (a == 0).any() or (b == 0).any():
+    if a.min() == 0 or b.min() == 0:  # (non-negative weights)
         a = a + 1e-15 * np.min(a)
         b = b + 1e-15 * np.min(b)
         print("Warning: a or b has 0 mass, adding small mass to avoid NaN in KL divergence.")
@@ -176,20 +176,22 @@ def _balanced_values(M, plan, lu, lv, a, b, reg, reg_type, device):
         value_linear, rows, cols = _plan_stats_host(M, plan)
     lu = np.asarray(_dispatch.to_host(lu), dtype=np.float64)
     lv = np.asarray(_dispatch.to_host(lv), dtype=np.float64)
-    ra, cb = rows > 0, cols > 0
-    neg_ent = float(_sum_over(rows, lu, ra) + _sum_over(cols, lv, cb) - value_linear / reg)
+    # masks only where a row or column has no mass (few NumPy calls: this
+    # runs after every solve, 7.6 / 14 us at 16 x 16 with masks always)
+    ra = None if rows.min() > 0 else rows > 0
+    cb = None if cols.min() > 0 else cols > 0
+    neg_ent = _dot_over(rows, lu, ra) + _dot_over(cols, lv, cb) - value_linear / reg
     if reg_type == "kl":
         a, b = _kl_weights(a, b)
-        neg_ent -= float(_sum_over(rows, a, ra, np.log) + _sum_over(cols, b, cb, np.log))
+        neg_ent -= _dot_over(rows, np.log(a), ra) + _dot_over(cols, np.log(b), cb)
     return value_linear, value_linear + reg * neg_ent
 
 
-def _sum_over(w, x, mask, f=None):
-    """np.sum(w[mask] * f(x[mask])) (f = identity by default), without the
-    copies when every entry counts (the same sum)."""
-    if not mask.all():
+def _dot_over(w, x, mask):
+    """sum_i w_i x_i over the entries in ``mask`` (None: all of them)."""
+    if mask is not None:
         w, x = w[mask], x[mask]
-    return np.add.reduce(w * (x if f is None else f(x)))
+    return float(np.dot(w, x))
 
 
 def solve(M, a=None, b=None, reg=None, c=None, reg_type="KL", unbalanced=None,
@@ -369,12 +371,26 @@ def solve(M, a=None, b=None, reg=None, c=None, reg_type="KL", unbalanced=None,
     max_iter, tol = _check_max_iter_tol(max_iter, tol, 1000, 1e-9)
     if isinstance(potentials_init, (tuple, list)):  # e.g. a device result's potentials
         potentials_init = tuple(_dispatch.to_host(p) for p in potentials_init)
+    a, b = _uniform_weights(M, a, b)
     plan, lg = sinkhorn_knopp_unbalanced(
-        a if a is not None else [], b if b is not None else [], M, reg, unbalanced,
+        a, b, M, reg, unbalanced,
         reg_type="kl", c=c, warmstart=potentials_init, numItermax=max_iter, stopThr=tol,
         verbose=verbose, log=True)
     return OTResult(potentials=(lg["logu"], lg["logv"]), value=lg["total_cost"],
                     value_linear=lg["cost"], plan=plan)
+
+
+def _uniform_weights(M, a, b):
+    """POT's weights for ``a`` or ``b`` None: ones / n in M's dtype for a
+    float NumPy M (then a small problem takes the one-call path, which
+    takes NumPy weights only: 48 -> 21 us per ``solve(M, reg=...,
+    max_iter=1)`` at 16 x 16), else [] (uniform, on M's device)."""
+    plain = type(M) is np.ndarray and M.ndim == 2 and M.dtype in (np.float32, np.float64)
+    if a is None:
+        a = np.ones(M.shape[0], M.dtype) / M.shape[0] if plain else []
+    if b is None:
+        b = np.ones(M.shape[1], M.dtype) / M.shape[1] if plain else []
+    return a, b
 
 
 def _solve_balanced(M, a, b, reg, reg_type, max_iter, tol, verbose, grad):
@@ -385,8 +401,7 @@ def _solve_balanced(M, a, b, reg, reg_type, max_iter, tol, verbose, grad):
             raise ValueError("The maximum number of iterations must be greater than 0 when "
                              "using grad=last_step.")
         max_iter -= 1
-    a_arg = a if a is not None else []
-    b_arg = b if b is not None else []
+    a_arg, b_arg = _uniform_weights(M, a, b)
     plan, lg = sinkhorn_log(a_arg, b_arg, M, reg, numItermax=max_iter, stopThr=tol, log=True,
                             verbose=verbose)
     potentials = (lg["log_u"], lg["log_v"])
@@ -394,8 +409,8 @@ def _solve_balanced(M, a, b, reg, reg_type, max_iter, tol, verbose, grad):
     if grad == "last_step":
         plan, potentials = _last_step(M, a_arg, b_arg, reg, potentials, plan.dtype, device)
     dim_a, dim_b = plan.shape
-    a_h = _host_vector(a, "a", dim_a, device)
-    b_h = _host_vector(b, "b", dim_b, device)
+    a_h = _host_vector(a_arg, "a", dim_a, device)
+    b_h = _host_vector(b_arg, "b", dim_b, device)
     value_linear, value = _balanced_values(M, plan, potentials[0], potentials[1], a_h, b_h, reg,
                                            reg_type, device)
     dt = plan.dtype.type
