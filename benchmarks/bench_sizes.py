@@ -700,7 +700,8 @@ def print_overhead(nb, ot, sizes=(16, 64, 128), rounds=5, round_time=0.1):
     """Per-call costs at minibatch sizes (float64, n x n, uniform weights, M
     uniform in [0, 1), reg 0.05): ``sinkhorn`` and ``sinkhorn2`` with
     ``numItermax=1``, ``sinkhorn(method='sinkhorn_log')`` to the default
-    stopThr, ``solve`` (default, and ``max_iter=1``),
+    stopThr, ``solve`` (default, and ``max_iter=1`` with and without the
+    weights, and unbalanced),
     ``sinkhorn2_value_and_grad`` with ``numItermax=1`` and
     ``partial.entropic_partial_wasserstein`` (m = 0.8) with ``numItermax=1``
     and with POT's defaults (1000 iterations).  numbaot and POT (where POT
@@ -728,6 +729,10 @@ def print_overhead(nb, ot, sizes=(16, 64, 128), rounds=5, round_time=0.1):
             ("solve(M, a, b, reg)", lambda L: L.solve(M, a, a, reg=0.05), True),
             ("solve(M, a, b, reg, max_iter=1)",
              lambda L: L.solve(M, a, a, reg=0.05, max_iter=1), True),
+            ("solve(M, reg, max_iter=1) (uniform weights)",
+             lambda L: L.solve(M, reg=0.05, max_iter=1), True),
+            ("solve(M, reg, unbalanced=1, max_iter=1)",
+             lambda L: L.solve(M, reg=0.05, unbalanced=1.0, max_iter=1), True),
             ("sinkhorn2_value_and_grad(numItermax=1)",
              lambda L: L.sinkhorn2_value_and_grad(a, a, M, 0.05, numItermax=1), False),
             ("partial.entropic_partial_wasserstein(numItermax=1)",
