@@ -183,15 +183,17 @@ def _balanced_values(M, plan, lu, lv, a, b, reg, reg_type, device):
     neg_ent = _dot_over(rows, lu, ra) + _dot_over(cols, lv, cb) - value_linear / reg
     if reg_type == "kl":
         a, b = _kl_weights(a, b)
-        neg_ent -= _dot_over(rows, np.log(a), ra) + _dot_over(cols, np.log(b), cb)
+        neg_ent -= _dot_over(rows, a, ra, np.log) + _dot_over(cols, b, cb, np.log)
     return value_linear, value_linear + reg * neg_ent
 
 
-def _dot_over(w, x, mask):
-    """sum_i w_i x_i over the entries in ``mask`` (None: all of them)."""
+def _dot_over(w, x, mask, f=None):
+    """sum_i w_i f(x_i) over the entries in ``mask`` (None: all of them; f
+    the identity by default, applied after the mask: a zero weight outside
+    it has no logarithm)."""
     if mask is not None:
         w, x = w[mask], x[mask]
-    return float(np.dot(w, x))
+    return float(np.dot(w, x if f is None else f(x)))
 
 
 def solve(M, a=None, b=None, reg=None, c=None, reg_type="KL", unbalanced=None,
