@@ -167,8 +167,8 @@ def sinkhorn2_value_and_grad(a, b, M, reg, method="sinkhorn", numItermax=1000, s
     else:
         ga, gb = be.centred(lu, reg), be.centred(lv, reg)
     dt, like = P.dtype, P.like
-    if P.device == "cpu" and not (np.all(np.isfinite(values)) and np.all(np.isfinite(plan))
-                                  and np.all(np.isfinite(ga)) and np.all(np.isfinite(gb))):
+    if P.device == "cpu" and not (np.isfinite(values).all() and np.isfinite(plan).all()
+                                  and np.isfinite(ga).all() and np.isfinite(gb).all()):
         warnings.warn(NONFINITE_GRAD)
     if P.n_hists:
         grad = {"a": be.result(ga, dt, like), "b": be.result(gb, dt, like),
