@@ -217,6 +217,21 @@ def _fast_tol(a, b, M, reg, numItermax, stopThr, warmstart, log_domain):
     return tol
 
 
+def plain_weights(w, dim, M):
+    """POT's empty weights (``[]``, ``()``, an empty 1-D array, None) of a
+    float64 NumPy M as the full path makes them (``_checks.check_histograms``:
+    1 / dim, float64), so that such a call can take the one-call path
+    (``sinkhorn([], [], M, reg)`` at 16 x 16 took the full path: 20 µs
+    against 5 µs); any other ``w`` unchanged.  (A float32 M keeps the full
+    path: its uniform weights are float64 there, not of M's dtype.)"""
+    if type(M) is not np.ndarray or M.dtype != np.float64:
+        return w
+    if w is None or (type(w) in (list, tuple) and len(w) == 0) or (
+            type(w) is np.ndarray and w.ndim <= 1 and w.size == 0):
+        return np.full(dim, 1.0 / dim)
+    return w
+
+
 def plain_array(x):
     """``x`` as a C-contiguous writeable array (a copy if it is not one, as
     ``_checks.kernel_array``: Numba would compile the kernels again for a
@@ -232,6 +247,8 @@ def fast_solve(method, a, b, M, reg, numItermax, stopThr, verbose, log, warn, wa
     (``numbaot.cpu._small``): validation screen, solve, plan or loss.
     Returns the outputs as the full path would (plan or loss, and the log
     dict), or None when the call must take the full path."""
+    if type(M) is np.ndarray and M.ndim == 2:
+        a, b = plain_weights(a, M.shape[0], M), plain_weights(b, M.shape[1], M)
     tol = _fast_tol(a, b, M, reg, numItermax, stopThr, warmstart, method == "sinkhorn_log")
     if tol is None:
         return None

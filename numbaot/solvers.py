@@ -383,10 +383,10 @@ def solve(M, a=None, b=None, reg=None, c=None, reg_type="KL", unbalanced=None,
 
 
 def _uniform_weights(M, a, b):
-    """POT's weights for ``a`` or ``b`` None: ones / n in M's dtype for a
-    float NumPy M (then a small problem takes the one-call path, which
-    takes NumPy weights only: 48 -> 24 us per ``solve(M, reg=...,
-    max_iter=1)`` at 16 x 16), else [] (uniform, on M's device)."""
+    """``ot.solve``'s weights for ``a`` or ``b`` None: ones / n in M's
+    dtype (POT builds them so) for a float NumPy M, which the one-call path
+    then takes for a float32 M too (``solve(M, reg=..., max_iter=1)`` at
+    16 x 16: 48 -> 24 us); else [] (uniform, on M's device)."""
     plain = type(M) is np.ndarray and M.ndim == 2 and M.dtype in (np.float32, np.float64)
     if a is None:
         a = np.ones(M.shape[0], M.dtype) / M.shape[0] if plain else []

@@ -487,8 +487,9 @@ def test_float32_backward(rng):
 @pytest.mark.parametrize("n", [4, 7, 16])
 def test_read_only_inputs_give_the_same_gradient(rng, n, dtype):
     # the work item is called at an address compiled for the arrays' exact
-    # types (numbaot.cpu._pointer): read-only R and / or G get their own
-    # compiled item, and the same bits as writable inputs
+    # types (numbaot.cpu._pointer): read-only R and / or G are accepted and
+    # give the bits of writable inputs (whose gradients the dense-solve
+    # tests above check)
     X = rng.uniform(0, 4, size=(70, n, n))
     R = sinkhorn_operator(X, n_iter=100).astype(dtype)
     G = rng.normal(size=X.shape).astype(dtype)

@@ -14,6 +14,7 @@ import pytest
 
 import numbaot
 from numbaot import _config
+from numbaot.cpu import _small
 from numbaot.cpu import sinkhorn as cpu_sinkhorn
 
 from _helpers import (F32, F64, SHAPES, assert_close, assert_log_matches, call_recording,
@@ -182,6 +183,25 @@ def test_warm_start_and_lists(blocked, method):
     # the one-call path (arrays) and the small state path (lists): same values
     assert_close(numbaot.sinkhorn(a, b, M, 0.1, method=method),
                  numbaot.sinkhorn(list(a), list(b), M, 0.1, method=method), **_tight(np.float64))
+
+
+@pytest.mark.parametrize("empty", [[], (), np.empty(0)], ids=["list", "tuple", "array"])
+@pytest.mark.parametrize("method", METHODS)
+def test_empty_weights_take_the_one_call_path(blocked, monkeypatch, method, empty):
+    """POT's empty a, b (uniform weights) with a float64 M run the one-call
+    path, with the blocked path's and POT's plan and log."""
+    _, _, M = make_problem(10, 8, seed=9)
+    ref, lref = ot.sinkhorn([], [], M, 0.1, method=method, log=True)
+    small, big = _both(blocked, numbaot.sinkhorn, empty, empty, M, 0.1, method=method, log=True)
+    _assert_same(small, big, np.float64)
+    (G, lg), _ = small
+    assert_close(G, ref, **F64)
+    assert_log_matches(lg, lref)
+    name = "knopp_small_call" if method == "sinkhorn" else "log_small_call"
+    calls, orig = [], getattr(_small, name)
+    monkeypatch.setattr(_small, name, lambda *args: calls.append(1) or orig(*args))
+    numbaot.sinkhorn(empty, empty, M, 0.1, method=method)
+    assert calls == [1]
 
 
 @pytest.mark.parametrize("method", METHODS)

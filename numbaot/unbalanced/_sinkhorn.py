@@ -13,7 +13,7 @@ import warnings
 import numpy as np
 
 from .. import _checks, _config, _loops
-from .._balanced import plain_array, plan_result, vector_result
+from .._balanced import plain_array, plain_weights, plan_result, vector_result
 from ._common import METHODS, setup, total_cost
 from ._stabilized import sinkhorn_stabilized_unbalanced, sinkhorn_unbalanced_translation_invariant
 
@@ -133,6 +133,8 @@ def _fast_solve(method, a, b, M, reg, reg_m, reg_type, c, warmstart, numItermax,
     full path would, or None: anything this or the screen refuses takes the
     full path (``setup``, ``numbaot._checks``), which raises where the input
     is bad."""
+    if type(M) is np.ndarray and M.ndim == 2:
+        a, b = plain_weights(a, M.shape[0], M), plain_weights(b, M.shape[1], M)
     if (c is not None or warmstart is not None or type(M) is not np.ndarray
             or type(a) is not np.ndarray or type(b) is not np.ndarray):
         return None
