@@ -699,7 +699,8 @@ def main(argv=None):
 def print_overhead(nb, ot, sizes=(16, 64, 128), rounds=5, round_time=0.1):
     """Per-call costs at minibatch sizes (float64, n x n, uniform weights, M
     uniform in [0, 1), reg 0.05): ``sinkhorn`` and ``sinkhorn2`` with
-    ``numItermax=1``, ``sinkhorn(method='sinkhorn_log')`` to the default
+    ``numItermax=1`` (``sinkhorn`` also with POT's empty weights ``[]``),
+    ``sinkhorn(method='sinkhorn_log')`` to the default
     stopThr, ``solve`` (default, and ``max_iter=1`` with and without the
     weights, and unbalanced),
     ``sinkhorn2_value_and_grad`` with ``numItermax=1`` and
@@ -724,6 +725,8 @@ def print_overhead(nb, ot, sizes=(16, 64, 128), rounds=5, round_time=0.1):
             ("sinkhorn(numItermax=1)", lambda L: L.sinkhorn(a, a, M, 0.05, numItermax=1), True),
             ("sinkhorn2(numItermax=1)", lambda L: L.sinkhorn2(a, a, M, 0.05, numItermax=1),
              True),
+            ("sinkhorn([], [], M, numItermax=1)",
+             lambda L: L.sinkhorn([], [], M, 0.05, numItermax=1), True),
             ("sinkhorn(method='sinkhorn_log')",
              lambda L: L.sinkhorn(a, a, M, 0.05, method="sinkhorn_log"), True),
             ("solve(M, a, b, reg)", lambda L: L.solve(M, a, a, reg=0.05), True),
