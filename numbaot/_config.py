@@ -173,7 +173,9 @@ UOT_LANE_SUM_MAX = 1e20
 #: Rows per tile in the column logsumexp pass (tile max, then exp-sum).
 COL_TILE_ROWS = 8
 
-#: The blocked balanced log-domain solver forms its first column update on
+#: The blocked balanced log-domain solver, for many problems in the
+#: problem-minor layout (one or a few problems form it by their fused pass,
+#: ``log_run``'s ``col_first``), forms its first column update on
 #: the calling thread (``_small.col_lse``, two sweeps of M) up to this many
 #: entries (matrix entries times problems), with the parallel
 #: ``log_col_lse`` above: a first call below it compiles no parallel column

@@ -181,6 +181,7 @@ class LogBaryState:
         self.dv = np.zeros(H)
         self.log_bar = np.zeros(dim)
         self.chunk_address = None   # ``log_chunk_address``, made on the first step
+        self.no_plan = np.empty((0, 0), M.dtype)   # (``log_fused_pass`` forms no plan)
 
 
 def log_bary_step(st, want_err):
@@ -199,7 +200,7 @@ def log_bary_step(st, want_err):
         st.chunk_address = cpu_sinkhorn.log_chunk_address(st.M, st.logA, G, st.active, st.Q, st.f)
     cpu_sinkhorn.log_fused_pass(st.chunk_address, numba.get_num_threads(), st.M, st.c, st.logA,
                                 G, st.shift_ok, st.dv, st.active, st.n_chunks, st.chunk_rows,
-                                st.Q, st.f, st.q)
+                                st.Q, st.f, st.q, st.no_plan)
     st.shift_ok = True
     st.G_old[:, :] = G
     if np.all(st.q > 1e-290):

@@ -36,9 +36,12 @@ entry, never above a_i) is added into the chunk's column accumulators, whose
 sums q_j give both the marginal error and the next v_j = log b_j - log q_j + v_j.
 Columns whose sum underflows are recomputed by the tiled, max-shifted
 ``log_col_lse`` pass (called by the launcher between runs, so that a solve
-that never needs it does not compile it); the first v is formed by
-``_small.col_lse`` on the calling thread up to
-``_config.LOG_INIT_SERIAL_MAX_ENTRIES``, by ``log_col_lse`` above.
+that never needs it does not compile it).  The first v is formed by the
+same fused pass, run once with every row's weight 1 and the columns shifted
+by h_j = c min_i M_ij + max_i u_i (``log_run``'s ``col_first``; NumPy's
+column minimum, no kernel of its own to compile); many problems in the
+problem-minor layout form it by ``_small.col_lse`` on the calling thread up
+to ``_config.LOG_INIT_SERIAL_MAX_ENTRIES``, by ``log_col_lse`` above.
 
 Batches: with many problems sharing M (``*_pm`` kernels) the vectors are
 stored problem-minor, (dim, n_hists), and the inner loops run over the
@@ -769,7 +772,8 @@ def log_col_lse(M, c, u, n_chunks, chunk_rows, out):
 
 
 @njit(**_SER)
-def log_chunk(M, c, loga, v, shift_ok, dv_max, active, ch0, ch1, chunk_rows, Q, u, V32, vmax):
+def log_chunk(M, c, loga, v, shift_ok, col_only, dv_max, active, ch0, ch1, chunk_rows, Q, u,
+              V32, vmax, P):
     """``log_fused_pass`` on the chunks ch0 .. ch1 - 1 of rows of M (chunk
     ch: rows ch * chunk_rows .., its column sums in Q[ch]; a chunk's result
     does not depend on the others run with it).  Called through its address
@@ -798,7 +802,7 @@ def log_chunk(M, c, loga, v, shift_ok, dv_max, active, ch0, ch1, chunk_rows, Q, 
                     continue
                 ka = 0 if shared_a else k
                 s[:] = 0.0
-                if shift_ok:
+                if shift_ok and not col_only:
                     for r in range(nr):
                         rr[r] = loga[ka, t0 + r] - u[k, t0 + r] + dv_max[k]
                     for j0 in range(0, m, EXP_BLOCK):
@@ -808,26 +812,42 @@ def log_chunk(M, c, loga, v, shift_ok, dv_max, active, ch0, ch1, chunk_rows, Q, 
                                 s[r] += _row_exps(M, t0 + r, c, v, V32, vmax, k, rr[r], S32, E,
                                                   r, j0, ln)
                 for r in range(nr):
-                    la = loga[ka, t0 + r]
-                    if la == -np.inf:
-                        u[k, t0 + r] = -np.inf
-                        alpha[r] = 0.0
-                        continue
-                    if not s[r] > ROW_SUM_FLOOR:
+                    i = t0 + r
+                    la = 0.0
+                    if col_only:
+                        # the first column update (``log_run``): v holds -h
+                        # with h_j >= max_i (c M_ij + u_i), so E_ij =
+                        # exp(c M_ij + u_i - h_j) <= 1, the row's weight is
+                        # 1 and u is not written
+                        sh = -u[k, i]
+                    else:
+                        la = loga[ka, i]
+                        if la == -np.inf:
+                            u[k, i] = -np.inf
+                            alpha[r] = 0.0
+                            continue
+                        if s[r] > ROW_SUM_FLOOR:
+                            u[k, i] = la - rr[r] - math.log(s[r])
+                            alpha[r] = math.exp(la) / s[r]
+                            continue
                         # no bound (first pass) or the sum underflowed: the
                         # row's exact maximum, then its exponentials (sum >= 1)
-                        i = t0 + r
-                        mx = -np.inf
+                        sh = -np.inf
                         for j in range(m):
-                            mx = max(mx, c * M[i, j] + v[k, j])
-                        rr[r] = mx
-                        s[r] = 0.0
-                        if mx > -np.inf:
-                            s[r] = _exp_store_sum(M, i, c, v, k, mx, E, r, np.int64(0), m)
-                        else:
-                            E[r, :] = 0.0
-                    u[k, t0 + r] = la - rr[r] - math.log(s[r])
-                    alpha[r] = math.exp(la) / s[r]
+                            sh = max(sh, c * M[i, j] + v[k, j])
+                    sr = 0.0
+                    if -np.inf < sh < np.inf:   # (one call site: each inlines the exp loop)
+                        sr = _exp_store_sum(M, i, c, v, k, sh, E, r, np.int64(0), m)
+                    else:
+                        E[r, :] = 0.0
+                    if col_only:
+                        alpha[r] = 1.0 if sh < np.inf else 0.0
+                        if P.shape[0] > 0:   # the plan's row (``log_plan``)
+                            for j in range(m):
+                                P[i, j] = E[r, j]
+                    else:
+                        u[k, i] = la - sh - math.log(sr)
+                        alpha[r] = math.exp(la) / sr
                 # rows of empty bins (alpha = 0) hold stale exponentials: zero them
                 for r in range(nr):
                     if alpha[r] == 0.0:
@@ -853,8 +873,10 @@ _NONE = nbtypes.none
 
 def _log_chunk_signature(M, loga, v, active, Q, u):
     return nbtypes.none(typeof(M), nbtypes.float64, typeof(loga), typeof(v), nbtypes.boolean,
-                        _VEC_TYPE, typeof(active), nbtypes.int64, nbtypes.int64, nbtypes.int64,
-                        typeof(Q), typeof(u), _V32_TYPE, _VEC_TYPE)
+                        nbtypes.boolean, _VEC_TYPE, typeof(active), nbtypes.int64, nbtypes.int64,
+                        nbtypes.int64,
+                        typeof(Q), typeof(u), _V32_TYPE, _VEC_TYPE,
+                        nbtypes.Array(typeof(M).dtype, 2, "C"))
 
 
 def log_chunk_address(M, loga, v, active, Q, u):
@@ -866,7 +888,7 @@ def log_chunk_address(M, loga, v, active, Q, u):
 
 @njit(**_PAR, inline="always")
 def log_fused_pass(item_addr, n_workers, M, c, loga, v, shift_ok, dv_max, active, n_chunks,
-                   chunk_rows, Q, u, q, lanes32=True):
+                   chunk_rows, Q, u, q, P, lanes32=True, col_only=False):
     """One read of M for all active problems k:
 
     u[k, i] = loga[k, i] - logsumexp_j (c M_ij + v[k, j])     (row half-step)
@@ -890,6 +912,13 @@ def log_fused_pass(item_addr, n_workers, M, c, loga, v, shift_ok, dv_max, active
     error falls to ``LOG_F32_SWITCH_ERR`` (``log_errors``), and never uses
     them in a distributed solve (``_log_steps_reduced``).
 
+    ``col_only``: the first column update instead, from the initial u:
+    v holds -h with h_j >= max_i (c M_ij + u_i) (``log_run``), every row
+    has weight 1 and u is not written, so that q_j = sum_i exp(c M_ij +
+    u_i - h_j), in [1, dim_a] when h is the exact maximum.  With v the
+    final log_v and P of M's shape (not (0, 0)), the exponentials are the
+    plan exp(c M_ij + u_i + v_j), stored in P (``log_plan``).
+
     ``item_addr``: ``log_chunk_address`` of these arrays; ``log_chunk``
     there runs the chunks of rows in
     ``n_workers`` calls (the number of threads: ``numba.get_num_threads()``
@@ -909,9 +938,9 @@ def log_fused_pass(item_addr, n_workers, M, c, loga, v, shift_ok, dv_max, active
     nw = max(1, min(n_chunks, n_workers))
     per = (n_chunks + nw - 1) // nw
     for w in prange(nw):
-        call_at(item_addr, _NONE, M, np.float64(c), loga, v, np.bool_(shift_ok), dv_max, active,
-                np.int64(w * per), np.int64(min(n_chunks, (w + 1) * per)), np.int64(chunk_rows),
-                Q, u, V32, vmax)
+        call_at(item_addr, _NONE, M, np.float64(c), loga, v, np.bool_(shift_ok),
+                np.bool_(col_only), dv_max, active, np.int64(w * per),
+                np.int64(min(n_chunks, (w + 1) * per)), np.int64(chunk_rows), Q, u, V32, vmax, P)
     merge_chunks_serial(Q, active, q)
 
 
@@ -1037,7 +1066,7 @@ def _log_redo_columns(M, c, U, LB, BB, QQ, VN, active, n_chunks, chunk_rows, tin
 
 @njit(**_PAR)
 def log_run(item_addr, n_workers, M, c, loga, logb, b, u, v, vnext, shift_ok, active, n_chunks,
-            chunk_rows, Q, q, n_steps, tiny, lanes32):
+            chunk_rows, Q, q, n_steps, tiny, lanes32, col_first, P):
     """Run up to ``n_steps`` log-domain Sinkhorn iterations (POT order) in place.
 
     State on entry: (u, v) after the previous iteration and
@@ -1049,22 +1078,33 @@ def log_run(item_addr, n_workers, M, c, loga, logb, b, u, v, vnext, shift_ok, ac
     float32 M (``log_fused_pass``); ``item_addr``: ``log_chunk_address``
     of these arrays, ``n_workers``: the number of threads.
 
+    ``col_first``: vnext is not formed yet but holds -h, a column-wise
+    upper bound h_j >= max_i (c M_ij + u_i) (``_log_prepare``); a first
+    pass (``log_fused_pass`` with ``col_only``, float64 lanes) then forms
+    it, vnext = log b - h - log sum_i exp(c M_ij + u_i - h_j), before the
+    iterations.  That pass is not counted in the steps.  It also writes the
+    plan when P is not (0, 0) (``log_plan``: n_steps = 0, vnext = log_v).
+
     Returns (steps run, redo).  ``redo``: the last step's column sums
     underflowed somewhere (q <= tiny * b); the run stops there, and the
     caller sets those columns of vnext (``_log_redo_columns``) before it
     runs on.  That safe pass is compiled only when a problem needs it.
     Parallel: the pass's loop over the threads is inlined here (with the
-    step helpers); allocations here must not be NumPy calls that the
-    parallel compiler turns into loops of their own (``np.zeros``).
+    step helpers) at one call site; allocations here must not be NumPy
+    calls that the parallel compiler turns into loops of their own
+    (``np.zeros``).
     """
     dv_max = np.empty(v.shape[0])
-    for s in range(n_steps):
-        _log_step_begin(v, vnext, active, dv_max)
-        log_fused_pass(item_addr, n_workers, M, c, loga, v, shift_ok, dv_max, active, n_chunks,
-                       chunk_rows, Q, u, q, lanes32)
-        shift_ok = True
-        if _log_step_end(logb, b, q, v, vnext, active, tiny):
-            return s + 1, True
+    first = 1 if col_first else 0
+    for s in range(n_steps + first):
+        init = s < first
+        if not init:
+            _log_step_begin(v, vnext, active, dv_max)
+        log_fused_pass(item_addr, n_workers, M, c, loga, vnext if init else v, shift_ok, dv_max,
+                       active, n_chunks, chunk_rows, Q, u, q, P, lanes32 and not init, init)
+        shift_ok = not init
+        if _log_step_end(logb, b, q, vnext if init else v, vnext, active, tiny):
+            return s + 1 - first, True
     return n_steps, False
 
 
@@ -1348,12 +1388,14 @@ class LogState:
         # (``_log_prepare``) or by the small-problem run, which forms it itself
         self.prepared = False
         self.shift_ok = False
+        self.col_first = False   # vnext holds -h until log_run's first pass (``_log_prepare``)
         # float32 lanes for a float32 M (``log_fused_pass``), until
         # ``log_errors`` switches them off; never in a distributed solve,
         # whose float32 plans must equal the single-process small path's
         self.lanes32 = M.dtype == np.float32 and reduction is None
         self.last_err = np.inf
         self.chunk_address = None   # ``_chunk_address``, made on the first blocked step
+        self.no_plan = np.empty((0, 0), M.dtype)   # the plan argument of log_run's steps
 
 
 def _log_prepare(st):
@@ -1363,7 +1405,7 @@ def _log_prepare(st):
         return
     M, c, u, logb, reduction = st.M, st.c, st.u, st.logb, st.reduction
     n_problems, dim_b = u.shape[0], M.shape[1]
-    if reduction is None:
+    if st.pm:
         # once per solve: on the calling thread (``_small.col_lse``) up to
         # LOG_INIT_SERIAL_MAX_ENTRIES, so that a first call there does not
         # compile the parallel ``log_col_lse`` (1.2-1.5 s)
@@ -1373,10 +1415,19 @@ def _log_prepare(st):
         else:
             log_col_lse(M, c, u, st.n_chunks, st.chunk_rows, vnext)
         vnext = logb - vnext
+        vnext[np.isneginf(logb)] = -np.inf
+    elif reduction is None:
+        # -h, the column-wise bound of c M_ij + u_i that the first
+        # ``log_run`` pass turns into vnext (``col_first``): exact for a
+        # constant u (POT's u = 0), c < 0 makes c * min the maximum
+        umax = np.max(u, axis=1)
+        umax[umax == -np.inf] = 0.0  # no row of mass: the run redoes every column
+        vnext = -(c * np.minimum.reduce(M, axis=0).astype(np.float64) + umax[:, None])
+        st.col_first = True
     else:
         with np.errstate(invalid="ignore"):
             vnext = logb - _reduced_col_lse(M, c, u, st.n_chunks, st.chunk_rows, reduction)
-    vnext[np.isneginf(logb)] = -np.inf
+        vnext[np.isneginf(logb)] = -np.inf
     q = np.zeros((n_problems, dim_b))
     if st.pm:
         st.u, st.v, st.vnext, st.q = (_transposed(x) for x in (u, st.v, vnext, q))
@@ -1415,7 +1466,7 @@ def _log_steps_reduced(st, n_steps, active):
         _log_step_begin(st.v, st.vnext, active, dv_max)
         log_fused_pass(_chunk_address(st, active), numba.get_num_threads(), st.M, st.c,
                        st.loga, st.v, st.shift_ok, dv_max, active, st.n_chunks, st.chunk_rows,
-                       st.Q, st.u, st.q, False)
+                       st.Q, st.u, st.q, st.no_plan, False)
         st.shift_ok = True
         st.reduction.col_sum(st.q)
         if _log_step_end(st.logb, st.b, st.q, st.v, st.vnext, active, UNDERFLOW_RTOL):
@@ -1442,7 +1493,8 @@ def log_steps(st, n_steps, active):
             ran, redo = log_run(_chunk_address(st, active), numba.get_num_threads(), st.M,
                                 st.c, st.loga, st.logb, st.b, st.u, st.v, st.vnext, st.shift_ok,
                                 active, st.n_chunks, st.chunk_rows, st.Q, st.q, n_steps - done,
-                                UNDERFLOW_RTOL, st.lanes32)
+                                UNDERFLOW_RTOL, st.lanes32, st.col_first, st.no_plan)
+            st.col_first = False
         done += ran
         st.shift_ok = st.shift_ok or ran > 0
         if redo:
@@ -1522,7 +1574,17 @@ def log_plan(st):
     (dim_a, dim_b), dtype of M."""
     u, v = log_potentials(st)
     plan = np.empty(st.M.shape, dtype=st.M.dtype)
-    (gibbs_kernel_serial if st.small else gibbs_kernel)(st.M, st.c, u[0], v[0], plan)
+    if st.small or st.pm or st.reduction is not None:
+        (gibbs_kernel_serial if st.small else gibbs_kernel)(st.M, st.c, u[0], v[0], plan)
+        return plan
+    # one problem's pass of ``log_run`` (the first column update's, with
+    # vnext = log_v): the plan's exponentials are that pass's, and a first
+    # call compiles no kernel of its own for them (``gibbs_kernel``, 0.3 s)
+    active = np.zeros(u.shape[0], dtype=np.bool_)
+    active[0] = True
+    log_run(_chunk_address(st, active), numba.get_num_threads(), st.M, st.c, st.loga, st.logb,
+            st.b, u, v, v.copy(), False, active, st.n_chunks, st.chunk_rows, st.Q,
+            np.empty_like(st.q), 0, UNDERFLOW_RTOL, False, True, plan)
     return plan
 
 
