@@ -30,7 +30,21 @@ CACHE = (os.environ.get("NUMBAOT_CACHE", "1").strip() != "0"
 
 #: Options shared by every ``@njit`` kernel.  ``error_model='numpy'`` makes a
 #: float division by zero return inf/nan (as NumPy, and POT) instead of raising.
-JIT_OPTIONS = dict(cache=CACHE, fastmath=FASTMATH, error_model="numpy", nogil=True)
+#: ``no_cfunc_wrapper``: Numba makes no C-callable wrapper of a kernel (nothing
+#: here calls one through it; ``numbaot.cpu._pointer`` takes the native
+#: function's address).
+JIT_OPTIONS = dict(cache=CACHE, fastmath=FASTMATH, error_model="numpy", nogil=True,
+                   no_cfunc_wrapper=True)
+
+#: Added to the options of a kernel that only compiled code calls (directly,
+#: or through its address, ``numbaot.cpu._pointer``): Numba then makes no
+#: CPython wrapper for it either, which it would compile, optimise and emit
+#: (unboxing every argument) on a first call.  Such a kernel must never be
+#: called from Python, where it would crash the interpreter;
+#: ``tests/test_structure.py`` checks that no Python code of the project names
+#: one.  With ``no_cfunc_wrapper`` above: the 200^2 ``sinkhorn_log`` first call
+#: 3.1 -> 2.7 s (issue 23, BENCHMARKS.md).
+INNER = dict(no_cpython_wrapper=True)
 
 #: Small problems in one compiled call (issue 23): a dense solve whose
 #: matrix work per iteration, dim_a x dim_b x n_problems entries, is at most

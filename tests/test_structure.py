@@ -10,6 +10,9 @@ back by accretion:
 * every topic with a CPU and a CUDA launcher module lists the same launchers
   (``LAUNCHERS``) with the same signatures;
 * every CPU kernel's options come from ``numbaot._config``;
+* no Python code (the package's, the tests', the benchmarks', the
+  examples') names a kernel compiled without a CPython wrapper
+  (``_config.INNER``): calling one from Python crashes the interpreter;
 * every public function's numpydoc ``Parameters`` names exactly its
   signature's parameters.
 """
@@ -174,6 +177,91 @@ def test_cpu_kernel_options_come_from_config():
     assert checked > 20
     src = "\n".join(p.read_text() for p in (PKG / "cpu").glob("*.py"))
     assert not re.search(r"@n?jit\([^)]*\b(cache|fastmath)\s*=", src)
+
+
+#: decorators whose functions are compiled code: their bodies may call the
+#: kernels that have no CPython wrapper
+_JIT_DECORATORS = {"njit", "jit", "overload", "overload_method", "intrinsic", "register_jitable"}
+#: calls whose arguments name a kernel without calling it (its address, or
+#: its source for a serial twin)
+_REFERENCE_ONLY = {"address_for", "jit_address", "serial_twin"}
+
+
+def _host_names(path):
+    """(name, line) of every name or attribute read by Python code (outside
+    compiled functions, and outside the arguments of ``_REFERENCE_ONLY``
+    calls) in the file at ``path``."""
+    out = []
+
+    def decorators(fn):
+        names = set()
+        for d in fn.decorator_list:
+            x = d.func if isinstance(d, ast.Call) else d
+            while isinstance(x, ast.Attribute):
+                names.add(x.attr)
+                x = x.value
+            if isinstance(x, ast.Name):
+                names.add(x.id)
+        return names
+
+    def alias(node):
+        # ``_x = kernel`` or ``_x = k1 if cond else k2`` at module level:
+        # names it, calls nothing
+        if node not in top or not isinstance(node, ast.Assign):
+            return False
+        v = node.value
+        return isinstance(v, ast.Name) or (isinstance(v, ast.IfExp) and isinstance(
+            v.body, ast.Name) and isinstance(v.orelse, ast.Name))
+
+    def visit(node, compiled):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            compiled = compiled or bool(decorators(node) & _JIT_DECORATORS)
+        if alias(node):
+            return
+        if isinstance(node, ast.Call):
+            f = node.func
+            fname = f.attr if isinstance(f, ast.Attribute) else getattr(f, "id", None)
+            if fname in _REFERENCE_ONLY:
+                visit(f, compiled)
+                return
+        if not compiled and isinstance(getattr(node, "ctx", None), ast.Load):
+            if isinstance(node, ast.Name):
+                out.append((node.id, node.lineno))
+            elif isinstance(node, ast.Attribute):
+                out.append((node.attr, node.lineno))
+        for child in ast.iter_child_nodes(node):
+            visit(child, compiled)
+
+    tree = ast.parse(path.read_text())
+    top = set(tree.body)
+    visit(tree, False)
+    return out
+
+
+def test_kernels_without_cpython_wrapper_are_not_named_by_python_code():
+    """A kernel compiled with ``_config.INNER`` (``no_cpython_wrapper``)
+    has no entry point for the interpreter: a call from Python jumps into
+    nothing and kills the process.  So no Python code may name one: only
+    compiled functions, ``address_for`` / ``jit_address`` / ``serial_twin``
+    and aliases (``_x = kernel``, whose name is then checked too) may
+    refer to them."""
+    from numba.core.registry import CPUDispatcher
+
+    inner = set()
+    for p in sorted((PKG / "cpu").glob("*.py")):
+        mod = importlib.import_module(f"numbaot.cpu.{p.stem}" if p.stem != "__init__" else "numbaot.cpu")
+        for name, obj in vars(mod).items():
+            if (isinstance(obj, CPUDispatcher) and obj.py_func.__module__ == mod.__name__
+                    and obj.targetoptions.get("no_cpython_wrapper")):
+                inner.add(obj.py_func.__name__)
+                inner.add(name)
+    assert len(inner) > 40
+    root = PKG.parent
+    files = [p for d in ("numbaot", "tests", "benchmarks", "examples")
+             for p in sorted((root / d).rglob("*.py")) if "__pycache__" not in p.parts]
+    bad = [f"{p.relative_to(root)}:{line}: {name}"
+           for p in files for name, line in _host_names(p) if name in inner]
+    assert not bad, "Python code names kernels without a CPython wrapper:\n" + "\n".join(bad)
 
 
 def _public_functions():

@@ -10,6 +10,7 @@ import math
 import numpy as np
 from numba import njit, prange
 
+from .._config import INNER as _INNER
 from .._config import JIT_OPTIONS
 
 _PAR = dict(JIT_OPTIONS, parallel=True)
@@ -114,7 +115,7 @@ def any_negative(Zf, start, stop):
     return 1 if neg > 0 else 0
 
 
-@njit(**_SER)
+@njit(**_SER, **_INNER)
 def _apply_schur(W, rinv, cvec, p, q, out, tmp):
     """out = diag(cvec) p - W^T (rinv * (W p)), projected onto 1-perp
     (q: workspace); two mat-vecs per lane, W^T W is never formed."""
@@ -138,7 +139,7 @@ def _apply_schur(W, rinv, cvec, p, q, out, tmp):
     _project(out, tmp)
 
 
-@njit(**_SER)
+@njit(**_SER, **_INNER)
 def _cg_lanes(W, rinv, cvec, rhs, x, res, p, Ap, q, max_iter, cg_tol,
               rs, thr, pAp, active, its, relres, tmp):
     """Projected conjugate gradient, lane by lane, for A x = rhs with

@@ -30,6 +30,7 @@ a line the shifts; the others run as before, bit for bit.
 import numpy as np
 from numba import njit, prange, typeof, types
 
+from .._config import INNER as _INNER
 from .._config import (IMPLICIT_ABSORB, IMPLICIT_LOG_ONLY, IMPLICIT_SHIFT_MIN,
                        IMPLICIT_SUM_FLOOR, JIT_OPTIONS)
 from ._math import fast_exp, fast_exp_ftz, fast_log
@@ -58,7 +59,7 @@ _SHIFT_MIN = IMPLICIT_SHIFT_MIN
 # --------------------------------------------------------------------------
 # lane layout: a work item holds L = lanes_for(n) matrices side by side
 # --------------------------------------------------------------------------
-@njit(**_SER)
+@njit(**_SER, **_INNER)
 def _gather(A, b0, B, W):
     """W[i, j, c] = float64(A[b0 + c, i, j]) for the lanes with b0 + c < B, 0
     in the padding lanes.  Lanes innermost: the reads walk L matrices at
@@ -97,7 +98,7 @@ def _load(X, b0, B, W, xr, xc):
                 xc[j, c] = max(xc[j, c], w)
 
 
-@njit(**_SER)
+@njit(**_SER, **_INNER)
 def _maybe_shift_lines(W, xr, xc, rn, cn, g0):
     """``_shift_lines`` for the work items that may hold a line to shift:
     one whose row or column maximum exceeds _SHIFT_MIN in magnitude (an
@@ -128,7 +129,7 @@ def _line_shift(mx, mn):
     return mx if big else 0.0
 
 
-@njit(**_SER)
+@njit(**_SER, **_INNER)
 def _shift_lines(W, xr, xc, rn, cn, g0):
     """Shift the large near-constant rows, then columns, of the lanes of W
     by their maxima (``_line_shift``), in place and exactly.
@@ -195,7 +196,7 @@ def _shift_lines(W, xr, xc, rn, cn, g0):
     return n_cols > 0
 
 
-@njit(**_SER)
+@njit(**_SER, **_INNER)
 def _lane_max(v, out):
     """out[c] = max_k v[k, c]."""
     L = out.shape[0]
@@ -206,7 +207,7 @@ def _lane_max(v, out):
             out[c] = max(out[c], v[k, c])
 
 
-@njit(**_SER)
+@njit(**_SER, **_INNER)
 def _row_pass(W, g, xr, acc, vmax, out):
     """out[i, c] = -LSE_j(W[i, j, c] + g[j, c]) (the new row scaling f).
 
@@ -265,7 +266,7 @@ def _col_pass(W, f, xc, acc2, vmax, out):
 
 
 
-@njit(**_SER)
+@njit(**_SER, **_INNER)
 def _stabilised_kernel(W, fa, ga, flag, Kt):
     """Kt = exp(W + fa 1^T + 1 ga^T) (flushed to 0 below e^-708) in the lanes
     c with flag[c] > 0; the other lanes are left as they are (a lane's
@@ -282,7 +283,7 @@ def _stabilised_kernel(W, fa, ga, flag, Kt):
                 Kt[i, j, c] = e if flag[c] > 0.0 else Kt[i, j, c]
 
 
-@njit(**_SER)
+@njit(**_SER, **_INNER)
 def _flag_log_only(fa, ga, bad):
     """bad[c] = 1 for the lanes whose potentials exceed _LOG_ONLY in
     magnitude, else 0."""
@@ -295,7 +296,7 @@ def _flag_log_only(fa, ga, bad):
             bad[c] = 1.0 if big else bad[c]
 
 
-@njit(**_SER)
+@njit(**_SER, **_INNER)
 def _flag_bad_lanes(fa, ga, s, bad):
     """bad[c] = 1 for the lanes that take the log-domain half-step: their
     potentials exceed _LOG_ONLY or one of their sums s[:, c] fell below
@@ -311,7 +312,7 @@ def _flag_bad_lanes(fa, ga, s, bad):
     return n_bad
 
 
-@njit(**_SER)
+@njit(**_SER, **_INNER)
 def _restart_lanes(W, f, g, bad, fa, ga, u, v, Kt):
     """In the lanes c with bad[c] > 0: fa = f, ga = g, u = v = 1, and the
     kernel recomputed (after a log-domain half-step, f and g are its
@@ -328,7 +329,7 @@ def _restart_lanes(W, f, g, bad, fa, ga, u, v, Kt):
     _stabilised_kernel(W, fa, ga, bad, Kt)
 
 
-@njit(**_SER)
+@njit(**_SER, **_INNER)
 def _absorb_out_of_range(W, fa, ga, u, v, bad, f, g, Kt):
     """Restart the lanes with a scaling outside [1/_ABSORB, _ABSORB] from
     f = fa + log u, g = ga + log v (f, g: workspaces).  Run after each
@@ -352,7 +353,7 @@ def _absorb_out_of_range(W, fa, ga, u, v, bad, f, g, Kt):
         _restart_lanes(W, f, g, bad, fa, ga, u, v, Kt)
 
 
-@njit(**_SER)
+@njit(**_SER, **_INNER)
 def _log_scaling(a, s, out):
     """out = a + log s (the log potential of an absorbed part a and a
     scaling s)."""
@@ -361,7 +362,7 @@ def _log_scaling(a, s, out):
             out[i, c] = a[i, c] + fast_log(s[i, c])
 
 
-@njit(**_SER)
+@njit(**_SER, **_INNER)
 def _forward_lanes(W, xr, xc, g0, n_iter, tol, F, Gh, hist, Kt, fa, ga, u, v, s,
                    lg, acc, acc2, vmax, bad, Kc, ff, gf):
     """Run the Sinkhorn iterations on the L matrices of a work item.
@@ -534,7 +535,7 @@ def forward_lanes_address():
     return _LANES_ADDRESS[0]
 
 
-@njit(**_SER)
+@njit(**_SER, **_INNER)
 def forward_item(lanes_addr, X, b0, n_iter, tol, L, R, iters):
     """``operator_forward``'s work item: matrices b0 .. b0 + L - 1 of X (the
     lanes past B repeat the last one; their results are dropped), run by
@@ -607,7 +608,7 @@ def operator_forward(item_addr, lanes_addr, X, n_iter, tol, lanes, R, iters):
 # --------------------------------------------------------------------------
 # unrolled backward (exact gradient of the finite-iteration forward)
 # --------------------------------------------------------------------------
-@njit(**_SER)
+@njit(**_SER, **_INNER)
 def unrolled_item(lanes_addr, X, G, b0, n_iter, tol, L, dX, iters):
     """``unrolled_backward``'s work item: matrices b0 .. b0 + L - 1 (the
     lanes past B repeat the last one; their results are dropped); dX[b],

@@ -24,6 +24,7 @@ from llvmlite import ir
 from numba import njit, types
 from numba.extending import intrinsic
 
+from .._config import INNER as _INNER
 from .._config import JIT_OPTIONS
 
 #: the shared kernel options (``_config.JIT_OPTIONS``: fast-math flags, disk
@@ -107,7 +108,7 @@ _C0, _C1, _C2, _C3, _C4, _C5, _C6, _C7, _C8, _C9, _C10, _C11 = _C
 del _i, _C
 
 
-@njit(**_HELPER)
+@njit(**_HELPER, **_INNER)
 def _exp_reduced(xc):
     """(p, k) with exp(xc) = p * 2^k: Cody-Waite reduction xc = k ln2 + r,
     |r| <= ln2/2, and sum_{i<=11} r^i / i! (truncation < 7e-15 relative) in
@@ -125,7 +126,7 @@ def _exp_reduced(xc):
     return p03 + r4 * (p47 + r4 * p811), kf
 
 
-@njit(**_HELPER)
+@njit(**_HELPER, **_INNER)
 def fast_exp(x):
     """exp(x) for float64 x; vectorisable; subnormal results as np.exp, 0
     below about -745.13, inf above about 709.78, NaN propagates."""
@@ -142,7 +143,7 @@ def fast_exp(x):
     return res
 
 
-@njit(**_HELPER)
+@njit(**_HELPER, **_INNER)
 def fast_exp_ftz(x):
     """exp(x) flushed to 0 below -708 (no subnormal results, no NaN test):
     ~25% cheaper than ``fast_exp``.  For the log-domain reductions, whose
@@ -157,7 +158,7 @@ _LN2_LO = 1.90821492927058770002e-10
 _SQRT2 = 1.4142135623730951
 
 
-@njit(**_HELPER)
+@njit(**_HELPER, **_INNER)
 def fast_log(x):
     """log(x) for a positive, normal, finite float64 x (callers pass
     shifted exp-sums above a floor, never 0, subnormals or inf); vectorisable.  x = 2^e m with
@@ -242,7 +243,7 @@ _D0, _D1, _D2, _D3, _D4, _D5, _D6 = (np.float32(v) for v in (
     0.04166621827432465, 0.008375128890497229, 0.0013948580823962865))
 
 
-@njit(**_HELPER)
+@njit(**_HELPER, **_INNER)
 def fast_exp_f32_ftz(x):
     """exp(x) for a float32 x <= 88, in float32 arithmetic (eight lanes of
     an AVX2 register where ``fast_exp_ftz`` has four), flushed to 0 below

@@ -32,6 +32,7 @@ import math
 import numpy as np
 from numba import njit
 
+from .._config import INNER as _INNER
 from .._config import JIT_OPTIONS, ROW_SUM_FLOOR, UNDERFLOW_RTOL
 from ._math import fast_exp, fast_exp_ftz, fast_log, fmax, fmin
 
@@ -44,7 +45,7 @@ _NORMAL_MIN = 2.2250738585072014e-308
 RAN_OUT, CONVERGED, FAILED = 0, 1, 2
 
 
-@njit(**_SER)
+@njit(**_SER, **_INNER)
 def _in_dtype_of(M, x):
     """x rounded to M's dtype (the result dtype), as a float64: the errors
     are compared with stopThr as POT's arithmetic would hold them (and as
@@ -128,14 +129,14 @@ def knopp_small_run(M, c, a, b, u, v, numItermax, stopThr, errs, Kmat, q, kernel
     return ii, ne, RAN_OUT
 
 
-@njit(**_SER)
+@njit(**_SER, **_INNER)
 def _row_scaling(a, s, clamp):
     """a / s, with ``clamp`` at most 1 (np.minimum's rule: NaN stays NaN)."""
     x = a / s
     return 1.0 if clamp and x > 1.0 else x
 
 
-@njit(**_SER)
+@njit(**_SER, **_INNER)
 def knopp_rows(Kmat, a, ka, v, u, q, k, scale, clamp, i0, i1):
     """For the rows i0 <= i < i1: u[k, i] = a[ka, i] / (scale (K v_k)_i)
     (with ``clamp``: at most 1) and q[k] += the sums over these rows of
@@ -196,7 +197,7 @@ def knopp_small_pass(Kmat, a, v, u, q):
                    Kmat.shape[0])
 
 
-@njit(**_SER)
+@njit(**_SER, **_INNER)
 def _all_finite(x):
     ok = True
     for k in range(x.shape[0]):
@@ -243,7 +244,7 @@ def col_lse(M, c, u, out):
             out[k, j] = -np.inf if mx[j] == -np.inf else mx[j] + math.log(sm[j])
 
 
-@njit(**_SER)
+@njit(**_SER, **_INNER)
 def row_exp_sum(M, i, c, v, k, sh, E, r):
     """E[r, j] = exp(c M_ij + v_kj - sh); returns their sum."""
     S = 0.0
@@ -377,7 +378,7 @@ def log_small_run(M, c, loga, logb, b, u, v, q, numItermax, stopThr, errs, n_err
 # --------------------------------------------------------------------------
 # the whole call for plain 1-D weights: screen, solve, outputs
 # --------------------------------------------------------------------------
-@njit(**_SER)
+@njit(**_SER, **_INNER)
 def copy_weights(w, out):
     """out[0, :] = w (1-D, any float dtype) as float64; returns (every entry
     finite and >= 0 with a positive, finite sum, the sum): the checks of
@@ -392,7 +393,7 @@ def copy_weights(w, out):
     return ok and 0.0 < s < np.inf, s
 
 
-@njit(**_SER)
+@njit(**_SER, **_INNER)
 def screen_weights(a, b, mass_tol, a2, b2):
     """The checks of ``numbaot._checks`` on 1-D weights a, b, in one call:
     finite, >= 0, positive mass, equal masses within ``mass_tol`` (relative,
@@ -404,7 +405,7 @@ def screen_weights(a, b, mass_tol, a2, b2):
     return oka and okb and abs(sa - sb) <= mass_tol * max(sa, sb)
 
 
-@njit(**_SER)
+@njit(**_SER, **_INNER)
 def screen_cost(M, flat, reg, scale_max, form_K, ca, cb, Kmat):
     """The screen of M (dim_a, dim_b): True when every entry is finite and
     max|M| / reg <= ``scale_max`` (``_checks.COST_SCALE_MAX``).  With

@@ -22,6 +22,7 @@ import numpy as np
 from numba import njit, prange
 
 from .. import _config
+from .._config import INNER as _INNER
 from .._config import (COL_BLOCK, JIT_OPTIONS, LAZY_F32_ROW_FLOOR, LAZY_F32_SCALE_BUDGET,
                        LOG_F32_SWITCH_ERR, ROW_SUM_FLOOR)
 from ._math import fast_exp_f32_ftz, fast_exp_ftz
@@ -39,7 +40,7 @@ _PAR = dict(JIT_OPTIONS, parallel=True)
 _SER = dict(JIT_OPTIONS)
 
 
-@njit(**_SER)
+@njit(**_SER, **_INNER)
 def _costs(X, i, Yt, j0, ln, metric, buf):
     """buf[:ln] = cost(x_i, y_j) for j in [j0, j0 + ln) (unsigned offsets:
     a signed, non-constant start keeps Numba's wrap-around and blocks SIMD)."""
@@ -59,7 +60,7 @@ def _costs(X, i, Yt, j0, ln, metric, buf):
             buf[t] = math.sqrt(buf[t])
 
 
-@njit(**_SER)
+@njit(**_SER, **_INNER)
 def _range_lse_online(X, i, Yt, w, c, metric, lo, hi, buf, mx, s):
     """Merge the terms w_j + c cost_ij, j in [lo, hi), into the running
     (max, scaled sum) pair (mx, s) of Viehmann's online logsumexp, by blocks;
@@ -84,7 +85,7 @@ def _range_lse_online(X, i, Yt, w, c, metric, lo, hi, buf, mx, s):
     return mx, s
 
 
-@njit(**_SER)
+@njit(**_SER, **_INNER)
 def _row_lse_online(X, i, Yt, w, c, metric, buf):
     """LSE_j (w_j + c cost_ij) by blocks with a running (max, sum) pair
     (Viehmann's online logsumexp); the safe path."""
@@ -126,7 +127,7 @@ def lazy_lse(X, Yt, w, c, metric, out):
             out[i] = _row_lse_online(X, np.uint64(i), Yt, w, c, metric, buf)
 
 
-@njit(**_SER)
+@njit(**_SER, **_INNER)
 def _exps_f32(X32, i, Yt32, j0, ln, metric, w32, c32, buf):
     """buf[:ln] = exp(w32_j + c32 cost(x_i, y_j)) for j in [j0, j0 + ln), in
     float32 (the costs and the exponentials of a block in one function: 7 %
@@ -194,7 +195,7 @@ def voxel_wmax(wp, col_ptr, wmax, jstar):
         jstar[J] = at
 
 
-@njit(**_SER)
+@njit(**_SER, **_INNER)
 def _voxel_bounds(I, Cr, Rr, Cc, Rc, Pct, wmax, jstar, c, metric, U):
     """For row voxel I against every column voxel J: U[J] = wmax_J + c
     dmin_IJ^p, an upper bound of every term w_j + c cost(x_i, y_j) with x_i
@@ -257,7 +258,7 @@ def trunc_pattern(Cr, Rr, Cc, Rc, Pct, col_ptr, wmax, jstar, c, metric, tau, fil
             n_kept[1, I] = cols
 
 
-@njit(**_SER)
+@njit(**_SER, **_INNER)
 def _point_voxel_bounds(Pr, i, candC, candY, candR, candW, nq, metric, c, ub, lb):
     """For row point i against its row voxel's nq candidate voxels (their
     centres candC (d, nq), largest-w points candY (d, nq), radii candR
@@ -288,7 +289,7 @@ def _point_voxel_bounds(Pr, i, candC, candY, candR, candW, nq, metric, c, ub, lb
             lb[q] = candW[q] + c * math.sqrt(lb[q])
 
 
-@njit(**_SER)
+@njit(**_SER, **_INNER)
 def _trunc_row_lse(Pr, i, Pct, wp, c, metric, tau, col_ptr, cand, nq, candC, candY, candR,
                    candW, ub, lb, buf):
     """Row i's logsumexp over the candidate voxels cand[:nq] of its row

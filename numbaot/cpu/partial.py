@@ -66,6 +66,7 @@ import numpy as np
 from numba import njit, prange
 
 from .. import _config
+from .._config import INNER as _INNER
 from .._config import (
     COL_BLOCK,
     JIT_OPTIONS,
@@ -96,19 +97,19 @@ _PAR = dict(JIT_OPTIONS, parallel=True)
 _SER = dict(JIT_OPTIONS)
 
 
-@njit(**_SER)
+@njit(**_SER, **_INNER)
 def _min1(x):
     """np.minimum(x, 1): NaN stays NaN."""
     return 1.0 if x > 1.0 else x
 
 
-@njit(**_SER)
+@njit(**_SER, **_INNER)
 def _min0(x):
     """np.minimum(x, 0): NaN stays NaN."""
     return 0.0 if x > 0.0 else x
 
 
-@njit(**_SER)
+@njit(**_SER, **_INNER)
 def _finite(x):
     """Not NaN nor inf.  (Under the kernels' fast-math flags, nsz with
     reassoc, LLVM folds both ``np.isfinite(x)`` and ``x - x == 0`` to True
@@ -359,7 +360,7 @@ def partial_err2(K0, u, v, sv, up, vp, active, n_chunks, chunk_rows):
 # --------------------------------------------------------------------------
 # log domain
 # --------------------------------------------------------------------------
-@njit(**_PAR)
+@njit(**_PAR, **_INNER)
 def partial_log_fused_pass(M, c, La, v, C0, scal, rmax, active, n_chunks, chunk_rows, Q, u,
                            q):
     """One read of M, one exponential per entry and active problem k
@@ -431,7 +432,7 @@ def partial_log_fused_pass(M, c, La, v, C0, scal, rmax, active, n_chunks, chunk_
     merge_chunks(Q, active, q)
 
 
-@njit(**_SER)
+@njit(**_SER, **_INNER)
 def _log_finish_problem(Lb, C0, logm, u, v, vp, scal, floor, q, colL, k):
     """The end of problem k's log-domain iteration (its fused pass left u_k
     and q_k): v_k, Ls_k and the certified shift data of the next pass.
@@ -579,7 +580,7 @@ partial_log_run_serial = serial_twin(partial_log_run,
 partial_log_err2_serial = serial_twin(partial_log_err2)
 
 
-@njit(**_SER)
+@njit(**_SER, **_INNER)
 def _small_run(K0, a, b, mass, u, v, up, vp, scal, kmin, zero_below, active, fail_at, cnt,
                n_chunks, chunk_rows, q, n_steps, stopThr, f32, errs):
     """The serial run of a small K0: up to ``n_steps`` iterations, the steps
@@ -683,7 +684,7 @@ def partial_run_serial(K0, a, b, mass, u, v, up, vp, scal, kmin, zero_below, act
     return t, stopped
 
 
-@njit(**_SER)
+@njit(**_SER, **_INNER)
 def _check_stops(e2, f32, errs, n_err, stopThr):
     """POT's check: err = sqrt(e2) in the result dtype (``f32``: rounded to
     float32, as ``numbaot._loops.err_scalar``), stored in errs[n_err];
@@ -699,7 +700,7 @@ def _check_stops(e2, f32, errs, n_err, stopThr):
     return not err > stopThr
 
 
-@njit(**_SER)
+@njit(**_SER, **_INNER)
 def _next_check(ii, numItermax):
     """The end (exclusive) of the run of iterations from ``ii`` up to and
     including the next one that POT checks (index % 10 == 0), within

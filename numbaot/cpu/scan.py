@@ -58,6 +58,7 @@ from numba import njit, prange, types
 from numba.extending import overload
 
 from .. import _config
+from .._config import INNER as _INNER
 from .._config import JIT_OPTIONS, SCAN_POLY_BLOCK
 from .._dispatch import threads_at_most
 
@@ -94,7 +95,7 @@ LANES = 4
 _ROW_TASK_ENTRIES = 1 << 14
 
 
-@njit(**JIT_OPTIONS)
+@njit(**JIT_OPTIONS, **_INNER)
 def _segment(s, nc, N, L, reverse):
     """(row, chunk, flat index of the first scan position, step, length) of
     segment s = row * nc + chunk."""
@@ -122,7 +123,7 @@ def _link(g, dones, xi, reverse):
     return g if dones[ki] == 0 else 0.0
 
 
-@njit(**_INL)
+@njit(**_INL, **_INNER)
 def _lockstep4(x, dones, out, reverse, st, i, b0, b1, b2, b3, g0, g1, g2, g3, y0, y1, y2,
                y3):
     """Scan position i of four segments in lockstep (flat index b + st i,
@@ -183,7 +184,7 @@ def _stored_float32_range_finite_impl(out, lo, hi):
     return lambda out, lo, hi: True
 
 
-@njit(**JIT_OPTIONS)
+@njit(**JIT_OPTIONS, **_INNER)
 def _group_finite(out, s0, s1, nc, N, L, reverse):
     """True iff the float32 entries of segments s0..s1-1 are all finite
     (``_stored_finite`` on the memory of each)."""
@@ -195,7 +196,7 @@ def _group_finite(out, s0, s1, nc, N, L, reverse):
     return True
 
 
-@njit(**JIT_OPTIONS)
+@njit(**JIT_OPTIONS, **_INNER)
 def _stored_finite(out, lo, hi):
     """True iff the float32 entries out[lo:hi] are all finite: none has the
     all-ones exponent of inf/NaN.  Integer tests on the bits of entries just
@@ -213,7 +214,7 @@ def _stored_finite(out, lo, hi):
 _PB = SCAN_POLY_BLOCK
 
 
-@njit(**_INL)
+@njit(**_INL, **_INNER)
 def _dot(w, xs, n):
     """sum_q w[q] xs[q], q < n (vectorises: slices indexed from 0)."""
     acc = 0.0
@@ -222,7 +223,7 @@ def _dot(w, xs, n):
     return acc
 
 
-@njit(**JIT_OPTIONS)
+@njit(**JIT_OPTIONS, **_INNER)
 def _poly(x, lo, n, g, right, w):
     """S of an unmasked chunk occupying x[lo:lo + n] (memory order), without
     the serial chain: right scan S = sum_i g^i x[lo + i], left scan
@@ -258,7 +259,7 @@ def _poly(x, lo, n, g, right, w):
     return acc
 
 
-@njit(**JIT_OPTIONS)
+@njit(**JIT_OPTIONS, **_INNER)
 def _scan_group(grp, x, gamma, dones, reverse, N, L, carry, lim, out):
     """Scan the segments of task ``grp`` (four in lockstep, fewer in the last
     task) from their carries; returns 1 if a value written is not finite
@@ -302,7 +303,7 @@ def _scan_group(grp, x, gamma, dones, reverse, N, L, carry, lim, out):
     return bad
 
 
-@njit(**JIT_OPTIONS)
+@njit(**JIT_OPTIONS, **_INNER)
 def _scan_rows4(x, gamma, dones, reverse, N, r0, r4, lim, out):
     """Rows r0..r4-1 (r4 - r0 a multiple of four) of :func:`_scan_rows`,
     four in lockstep; returns the count of groups whose last values are not
@@ -329,7 +330,7 @@ def _scan_rows4(x, gamma, dones, reverse, N, r0, r4, lim, out):
     return bad
 
 
-@njit(**JIT_OPTIONS)
+@njit(**JIT_OPTIONS, **_INNER)
 def _scan_rows(x, gamma, dones, reverse, N, r0, r1, lim, out):
     """Scan rows r0..r1-1, whole rows of N positions from 0: four in
     lockstep (:func:`_scan_rows4`), the last (r1 - r0) % 4 one by one;

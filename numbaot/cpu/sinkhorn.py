@@ -55,6 +55,7 @@ from numba import njit, prange, typeof
 from numba.core import types as nbtypes
 from numba.extending import overload
 
+from .._config import INNER as _INNER
 from .._config import (
     BATCH_MINOR_MIN,
     COL_BLOCK,
@@ -125,7 +126,7 @@ def scaled_plan(Kmat, u, v, out):
             out[i, j] = ui * Kmat[i, j] * v[j]
 
 
-@njit(**_SER)
+@njit(**_SER, **_INNER)
 def _sum_chunk_parts(part, out):
     """out[k] = sum_c part[c, k], in chunk order (deterministic)."""
     for k in range(part.shape[1]):
@@ -195,7 +196,7 @@ merge_chunks_serial = serial_twin(merge_chunks)
 # with a signed, non-constant start Numba keeps its negative-index wrap-around
 # in the loop and LLVM does not vectorise it.
 # --------------------------------------------------------------------------
-@njit(**_SER)
+@njit(**_SER, **_INNER)
 def _dot(A, i, Y, k, j0, ln):
     """sum_t A[i, j0+t] * Y[k, j0+t], accumulated in the dtype of the products
     (float64 unless A and Y are both float32: float32 lanes)."""
@@ -207,7 +208,7 @@ def _dot(A, i, Y, k, j0, ln):
     return acc
 
 
-@njit(**_SER)
+@njit(**_SER, **_INNER)
 def _axpy(alpha, A, i, Y, k, j0, ln):
     """Y[k, j0+t] += alpha * A[i, j0+t]"""
     base = np.uint64(j0)
@@ -216,7 +217,7 @@ def _axpy(alpha, A, i, Y, k, j0, ln):
         Y[k, j] += A[i, j] * alpha
 
 
-@njit(**_SER)
+@njit(**_SER, **_INNER)
 def _dot4(A, i, Y, k, j0, ln, out, o):
     """out[o + r] += sum_t A[i + r, j0+t] * Y[k, j0+t] for r < 4: four rows
     share each load of Y (register blocking); partial sums in the products'
@@ -259,7 +260,7 @@ def _axpy4(w, o, A, i, Y, k, j0, ln, store):
             Y[k, j] += A[i, j] * w0 + A[i + 1, j] * w1 + A[i + 2, j] * w2 + A[i + 3, j] * w3
 
 
-@njit(**_SER)
+@njit(**_SER, **_INNER)
 def _dot8(A, i, Y, k, j0, ln, out, o):
     """``_dot4`` for eight rows (eight accumulators, one load of Y)."""
     z = Y.dtype.type(0)
@@ -319,7 +320,7 @@ def _axpy8(w, o, A, i, Y, k, j0, ln, store):
                            + A[i + 7, j] * w7))
 
 
-@njit(**_SER)
+@njit(**_SER, **_INNER)
 def dot_rows(A, i, nr, Y, k, j0, ln, out):
     """out[r] += sum_t A[i + r, j0+t] * Y[k, j0+t] for r < nr, rows in
     register-blocked groups of 8, then 4, then one.  With A and Y float32
@@ -339,7 +340,7 @@ def dot_rows(A, i, nr, Y, k, j0, ln, out):
         r += 1
 
 
-@njit(**_SER)
+@njit(**_SER, **_INNER)
 def axpy_rows(w, A, i, nr, Y, k, j0, ln, first=False):
     """Y[k, j0+t] += sum_{r<nr} w[r] * A[i + r, j0+t], rows in groups of 8, 4, 1;
     with ``first`` the first group stores (Y's old values are ignored: no
@@ -363,7 +364,7 @@ def axpy_rows(w, A, i, nr, Y, k, j0, ln, first=False):
         r += 1
 
 
-@njit(**_SER)
+@njit(**_SER, **_INNER)
 def _axpy1_store(alpha, A, i, Y, k, j0, ln):
     """Y[k, j0+t] = alpha * A[i, j0+t]"""
     base = np.uint64(j0)
@@ -372,7 +373,7 @@ def _axpy1_store(alpha, A, i, Y, k, j0, ln):
         Y[k, j] = A[i, j] * alpha
 
 
-@njit(**_SER)
+@njit(**_SER, **_INNER)
 def _exp_store_sum(M, i, c, V, k, sh, E, r, j0, ln):
     """E[r, j] = exp(c M[i, j] + V[k, j] - sh) for j in [j0, j0+ln); returns their sum."""
     acc = 0.0
@@ -385,7 +386,7 @@ def _exp_store_sum(M, i, c, V, k, sh, E, r, j0, ln):
     return acc
 
 
-@njit(**_SER)
+@njit(**_SER, **_INNER)
 def _exp_store_sum_f32(M, i, c, V32, k, sh, S32, E, r, j0, ln):
     """``_exp_store_sum`` in float32 lanes (float32 M, ``V32`` a float32 copy
     of V): exp(c M[i, j] + (V32[k, j] - sh)) with the argument and the
@@ -497,7 +498,7 @@ def knopp_col_sums(Kmat, u, n_chunks, chunk_rows, Q, q):
     merge_chunks(Q, np.ones(K, dtype=np.bool_), q)
 
 
-@njit(**_SER)
+@njit(**_SER, **_INNER)
 def tile_rows(m, itemsize):
     """Rows per tile of a row pass over rows of ``m`` entries of ``itemsize``
     bytes: ROW_TILE_F32 for float32, ROW_TILE for float64, fewer when a tile
@@ -577,7 +578,7 @@ def knopp_col_sums_pm(Kmat, u, n_chunks, chunk_rows, Q, q):
     merge_chunks(Q, np.ones(m, dtype=np.bool_), q)
 
 
-@njit(**_PAR)
+@njit(**_PAR, **_INNER)
 def knopp_fused_pass_pm(Kmat, a, v, n_chunks, chunk_rows, Q, u, q):
     """Problem-minor twin of ``knopp_fused_pass`` for many problems sharing K.
 
@@ -631,7 +632,7 @@ def knopp_fused_pass_pm(Kmat, a, v, n_chunks, chunk_rows, Q, u, q):
     merge_chunks(Q, np.ones(m, dtype=np.bool_), q)
 
 
-@njit(**_SER)
+@njit(**_SER, **_INNER)
 def _all_finite(x):
     for k in range(x.shape[0]):
         for j in range(x.shape[1]):
@@ -640,7 +641,7 @@ def _all_finite(x):
     return True
 
 
-@njit(**_SER)
+@njit(**_SER, **_INNER)
 def _copy2(dst, src):
     """dst[:, :] = src for two arrays of one shape, as loops: an array-to-slice
     assignment makes Numba compile its shape-mismatch message (string
@@ -664,7 +665,7 @@ def _knopp_step_begin(b, q, u, v, uprev, vprev):
     return bad
 
 
-@njit(**_SER)
+@njit(**_SER, **_INNER)
 def _knopp_step_failed(u, v, uprev, vprev, bad):
     """POT's check: a zero in K^T u or a NaN/inf in u, v undoes the step."""
     if bad or not _all_finite(u) or not _all_finite(v):
@@ -771,7 +772,7 @@ def log_col_lse(M, c, u, n_chunks, chunk_rows, out):
             out[k, j] = mx + math.log(s)
 
 
-@njit(**_SER)
+@njit(**_SER, **_INNER)
 def log_chunk(M, c, loga, v, shift_ok, col_only, dv_max, active, ch0, ch1, chunk_rows, Q, u,
               V32, vmax, P):
     """``log_fused_pass`` on the chunks ch0 .. ch1 - 1 of rows of M (chunk
@@ -944,7 +945,7 @@ def log_fused_pass(item_addr, n_workers, M, c, loga, v, shift_ok, dv_max, active
     merge_chunks_serial(Q, active, q)
 
 
-@njit(**_PAR)
+@njit(**_PAR, **_INNER)
 def log_fused_pass_pm(M, c, loga, v, shift_ok, dv_max, active, n_chunks, chunk_rows, Q, u, q):
     """Problem-minor twin of ``log_fused_pass`` for many problems sharing M.
 

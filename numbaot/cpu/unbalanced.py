@@ -43,6 +43,7 @@ import numpy as np
 from numba import njit, prange
 
 from .. import _config
+from .._config import INNER as _INNER
 from .._config import (
     JIT_OPTIONS,
     ROW_TILE,
@@ -145,7 +146,7 @@ def uot_gibbs(M, c, ca, cb, C, use_mat, out):
 # column accumulators).
 
 
-@njit(**_SER)
+@njit(**_SER, **_INNER)
 def _uot_tile_rows(m, itemsize):
     """Rows per tile for rows of ``m`` entries of ``itemsize`` bytes:
     ROW_TILE_F32 for a float32 K, else ROW_TILE (8 or 4); then halved until
@@ -156,7 +157,7 @@ def _uot_tile_rows(m, itemsize):
     return R
 
 
-@njit(**_SER)
+@njit(**_SER, **_INNER)
 def _in_lane_range(x):
     """x can be a float32 lane value without losing relative precision."""
     return x == 0.0 or (x >= UOT_LANE_MIN and x <= UOT_LANE_MAX)
@@ -236,7 +237,7 @@ def uot_fused_pass(Kmat, a, vl, fi1, n_chunks, chunk_rows, Q, u, check, part):
 _COLS = UOT_MERGE_COLS
 
 
-@njit(**_PAR)
+@njit(**_PAR, **_INNER)
 def uot_col_update(Q, b, fi2, v, vprev, vl, q, check, part):
     """q[k, j] = sum_c Q[c, k, j] (chunk order: bit-identical for any thread
     count), v = (b / q)^fi2 and its lane copy vl = v (cast), in parallel over
@@ -292,7 +293,7 @@ def uot_col_update(Q, b, fi2, v, vprev, vl, q, check, part):
         part[p, 4] = 1.0 if vok else 0.0
 
 
-@njit(**_SER)
+@njit(**_SER, **_INNER)
 def _copy2(dst, src):
     """dst[k, j] = src[k, j] for two arrays of one shape: an explicit loop
     (a slice assignment compiles NumPy's broadcasting and its shape-mismatch
@@ -302,7 +303,7 @@ def _copy2(dst, src):
             dst[k, j] = src[k, j]
 
 
-@njit(**_SER)
+@njit(**_SER, **_INNER)
 def _all_set(part, col):
     for p in range(part.shape[0]):
         if part[p, col] == 0.0:
@@ -310,7 +311,7 @@ def _all_set(part, col):
     return True
 
 
-@njit(**_SER)
+@njit(**_SER, **_INNER)
 def _col_max(part, col):
     x = 0.0
     for p in range(part.shape[0]):
@@ -460,7 +461,7 @@ def uot_plan_stats(Kmat, M, u, v, C, ca, cb, use_mat, write_plan, plan,
 # --------------------------------------------------------------------------
 # Log domain (numbaot extension)
 # --------------------------------------------------------------------------
-@njit(**_PAR)
+@njit(**_PAR, **_INNER)
 def uot_log_row_update(M0, c, gv, la, fi1, out):
     """out[k, i] = fi1 * (la[k, i] - LSE_j(c M0[i, j] + gv[k, j])), the
     row logsumexp max-shifted (two sweeps of a row that stays in cache);
@@ -486,7 +487,7 @@ def uot_log_row_update(M0, c, gv, la, fi1, out):
             out[k, i] = fi1 * (lai - (mx + math.log(s)))
 
 
-@njit(**_SER)
+@njit(**_SER, **_INNER)
 def _log_change(x, xprev):
     """(max|x - xprev|, max(max|x|, max|xprev|)) over the entries finite in
     both."""
@@ -500,7 +501,7 @@ def _log_change(x, xprev):
     return d, mx
 
 
-@njit(**_SER)
+@njit(**_SER, **_INNER)
 def _log_targets(la, lb, ga, gb):
     """(la - ga, lb - gb), -inf where la (lb) is -inf: the log-weights that
     the row (column) updates subtract their logsumexps from."""
@@ -519,7 +520,7 @@ def _log_targets(la, lb, ga, gb):
     return lam, lbm
 
 
-@njit(**_SER)
+@njit(**_SER, **_INNER)
 def _shifted(g, x, out):
     """out[k, :] = g[min(k, last row of g), :] + x[k, :]."""
     for k in range(x.shape[0]):
@@ -528,7 +529,7 @@ def _shifted(g, x, out):
             out[k, j] = g[kg, j] + x[k, j]
 
 
-@njit(**_SER)
+@njit(**_SER, **_INNER)
 def _log_col_finish(lbm, fi2, logu, logv):
     """logv = fi2 (lbm - logv) (-inf where lbm is -inf), logv holding the
     column logsumexps on entry; True if logu or the new logv has a NaN."""
@@ -646,7 +647,7 @@ uot_gibbs_serial = serial_twin(uot_gibbs)
 uot_log_row_update_serial = serial_twin(uot_log_row_update)
 
 
-@njit(**_SER)
+@njit(**_SER, **_INNER)
 def _uot_tile_ratios(Kmat, a, ka, v, k, t0, nt, w):
     """w[r] = a[ka, t0 + r] / (K v_k)_{t0 + r} for the ``nt`` rows of a tile
     starting at row t0, four rows at a time (each load of v_j serves four
@@ -676,7 +677,7 @@ def _uot_tile_ratios(Kmat, a, ka, v, k, t0, nt, w):
         w[r + 3] = a[ka, i3] / s3
 
 
-@njit(**_SER)
+@njit(**_SER, **_INNER)
 def _uot_tile_update(Kmat, w, u, q, k, t0, nt, acc):
     """The tile's new u[k, t0 + r] = w[r] (the ratios, raised to fi1 by the
     caller) and K_ij u_ki added into q_k four rows at a time while the tile
@@ -927,7 +928,7 @@ def uot_log_small_loss(M, c, f, g, out):
 # The whole call of a plain small problem (1-D NumPy weights, no c, no warm
 # start): input screen, solve and outputs in one compiled call
 # --------------------------------------------------------------------------
-@njit(**_SER)
+@njit(**_SER, **_INNER)
 def _kl_div(p, q):
     """POT's ``kl_div(p, q)``: sum p log(p / q + 1e-16)."""
     s = 0.0
@@ -936,7 +937,7 @@ def _kl_div(p, q):
     return s
 
 
-@njit(**_SER)
+@njit(**_SER, **_INNER)
 def _split_stats(stats, n, m):
     """(rows (n,), cols (m,), out (4,)) views of one float64 buffer."""
     return stats[:n], stats[n:n + m], stats[n + m:n + m + 4]
