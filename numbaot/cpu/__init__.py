@@ -9,13 +9,13 @@ import types
 
 from numba import njit
 
-from .._config import (ACCUMULATOR_BYTES, JIT_OPTIONS, MAX_ROW_CHUNKS, MIN_CHUNK_ENTRIES,
+from .._config import (ACCUMULATOR_BYTES, INNER, JIT_OPTIONS, MAX_ROW_CHUNKS, MIN_CHUNK_ENTRIES,
                        MIN_CHUNK_ROWS)
 
 __all__ = ["chunk_layout", "serial_twin"]
 
 
-def serial_twin(kernel, **subs):
+def serial_twin(kernel, inner=False, **subs):
     """``kernel`` (a Numba dispatcher) compiled serially (``prange`` runs as
     ``range``) as a function named ``<name>_serial``, with the global names
     in ``subs`` bound to other functions (the serial twins of the parallel
@@ -29,14 +29,16 @@ def serial_twin(kernel, **subs):
     only for a kernel of the calling module: Numba's cache entry of the twin
     is invalidated by a change of the kernel's source file, so a twin whose
     substitutions were made in another file could load stale code from the
-    cache after that file changed."""
+    cache after that file changed.  ``inner``: compiled with
+    ``_config.INNER`` (no CPython wrapper: for a twin that only compiled code
+    calls)."""
     f = kernel.py_func
     glob = dict(f.__globals__, **subs) if subs else f.__globals__
     g = types.FunctionType(f.__code__, glob, f.__name__ + "_serial", f.__defaults__,
                            f.__closure__)
     g.__qualname__ = f.__qualname__ + "_serial"
     g.__module__, g.__doc__ = f.__module__, f.__doc__
-    return njit(**JIT_OPTIONS)(g)
+    return njit(**JIT_OPTIONS, **(INNER if inner else {}))(g)
 
 
 def chunk_layout(n_rows, n_hists, n_cols, memory_bound=False):

@@ -571,7 +571,7 @@ def partial_log_err2(u, v, sv, up, vp, active, n_chunks, chunk_rows):
 partial_fused_err_pass_serial = serial_twin(partial_fused_err_pass,
                                             merge_chunks=merge_chunks_serial)
 partial_err2_serial = serial_twin(partial_err2)
-partial_log_fused_pass_serial = serial_twin(partial_log_fused_pass,
+partial_log_fused_pass_serial = serial_twin(partial_log_fused_pass, inner=True,
                                             merge_chunks=merge_chunks_serial)
 _log_col_lse_serial = serial_twin(log_col_lse)
 partial_log_run_serial = serial_twin(partial_log_run,

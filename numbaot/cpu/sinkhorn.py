@@ -186,7 +186,7 @@ gibbs_loss_serial = serial_twin(gibbs_loss)
 #: also where a parallel pass's chunk merge (n_chunks x m additions,
 #: n_chunks <= MAX_ROW_CHUNKS) costs less than a parallel region's launch
 #: (``log_fused_pass``), and 0.5 s less to compile
-merge_chunks_serial = serial_twin(merge_chunks)
+merge_chunks_serial = serial_twin(merge_chunks, inner=True)
 
 
 # --------------------------------------------------------------------------
@@ -241,7 +241,7 @@ def _dot4(A, i, Y, k, j0, ln, out, o):
     out[o + 3] += a3
 
 
-@njit(**_SER)
+@njit(**_SER, **_INNER)
 def _axpy4(w, o, A, i, Y, k, j0, ln, store):
     """Y[k, j0+t] (+)= sum_{r<4} w[o + r] * A[i + r, j0+t]: one load and one
     store of Y for four rows; with ``store`` Y's old values are overwritten."""
@@ -294,7 +294,7 @@ def _dot8(A, i, Y, k, j0, ln, out, o):
     out[o + 7] += a7
 
 
-@njit(**_SER)
+@njit(**_SER, **_INNER)
 def _axpy8(w, o, A, i, Y, k, j0, ln, store):
     """``_axpy4`` for eight rows."""
     base = np.uint64(j0)

@@ -644,7 +644,7 @@ def uot_log_plan_stats(M0, M, c, fu, fv, C, ca, cb, use_mat, write_plan, plan,
 # call on a small problem compiles none.
 
 uot_gibbs_serial = serial_twin(uot_gibbs)
-uot_log_row_update_serial = serial_twin(uot_log_row_update)
+uot_log_row_update_serial = serial_twin(uot_log_row_update, inner=True)
 
 
 @njit(**_SER, **_INNER)
