@@ -42,8 +42,8 @@ JIT_OPTIONS = dict(cache=CACHE, fastmath=FASTMATH, error_model="numpy", nogil=Tr
 #: (unboxing every argument) on a first call.  Such a kernel must never be
 #: called from Python, where it would crash the interpreter;
 #: ``tests/test_structure.py`` checks that no Python code of the project names
-#: one.  With ``no_cfunc_wrapper`` above: the 200^2 ``sinkhorn_log`` first call
-#: 3.1 -> 2.7 s (issue 23, BENCHMARKS.md).
+#: one.  With ``no_cfunc_wrapper`` above: first calls 0.83-0.96 of before for
+#: the 200^2 ``sinkhorn_log`` (issue 23; BENCHMARKS.md, "First-call").
 INNER = dict(no_cpython_wrapper=True)
 
 #: Small problems in one compiled call (issue 23): a dense solve whose

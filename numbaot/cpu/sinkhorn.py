@@ -837,7 +837,7 @@ def log_chunk(M, c, loga, v, shift_ok, col_only, dv_max, active, ch0, ch1, chunk
                         for j in range(m):
                             sh = max(sh, c * M[i, j] + v[k, j])
                     sr = 0.0
-                    if -np.inf < sh < np.inf:   # (one call site: each inlines the exp loop)
+                    if -np.inf < sh < np.inf:   # (the exact-shift rows' call too)
                         sr = _exp_store_sum(M, i, c, v, k, sh, E, r, np.int64(0), m)
                     else:
                         E[r, :] = 0.0
