@@ -176,6 +176,41 @@ def test_blocked_pass_tile_shapes_match_pot(shape, dtype):
         assert_close(G, G_ref, **F32)
 
 
+@pytest.mark.parametrize("start, reg", [("constant", 0.05), ("spread", 0.05),
+                                        ("one row far above", 0.0005)])
+def test_blocked_first_column_update_from_a_warm_start_matches_pot(monkeypatch, start, reg):
+    """The blocked run forms POT's first column update, v = log b -
+    LSE_i(c M_ij + u_i), by its fused pass shifted by c min_i M_ij + max_i
+    u_i: exact for a constant u, an upper bound for a warm start.  u spread
+    over [-30, 30] leaves the bound loose but the sums representable; one
+    row 800 above the others, at reg = 0.0005, puts the column sums of the
+    columns that row pays much for below 1e-200 of b, and those columns are
+    recomputed by the safe pass (``_log_redo_columns``, at least once).
+    Against POT's ``sinkhorn_log`` from the same warm start: plan,
+    log-scalings, err."""
+    from numbaot.cpu import sinkhorn as cpu_sinkhorn
+
+    monkeypatch.setattr(numbaot._config, "SMALL_MAX_ENTRIES_LOG", -1)
+    calls = []
+    redo = cpu_sinkhorn._log_redo_columns
+    monkeypatch.setattr(cpu_sinkhorn, "_log_redo_columns",
+                        lambda *args: (calls.append(1), redo(*args))[1])
+    rng = np.random.default_rng(11)
+    a, b, M = make_problem(70, 90, seed=11)
+    u0 = {"constant": np.full(70, 3.0), "spread": rng.uniform(-30.0, 30.0, 70),
+          "one row far above": np.where(np.arange(70) == 0, 800.0, 0.0)}[start]
+    v0 = rng.uniform(-5.0, 5.0, 90)
+    ref, log_ref = ot.sinkhorn(a, b, M, reg, method="sinkhorn_log", numItermax=30,
+                               stopThr=0.0, log=True, warmstart=(u0.copy(), v0.copy()))
+    out, log = numbaot.sinkhorn(a, b, M, reg, method="sinkhorn_log", numItermax=30,
+                                stopThr=0.0, log=True, warmstart=(u0.copy(), v0.copy()))
+    assert (len(calls) >= 1) == (start == "one row far above")
+    assert_close(out, ref, rtol=1e-9, atol=1e-13 * ref.max())
+    assert_close(log["log_u"], log_ref["log_u"], rtol=1e-9, atol=1e-9)
+    assert_close(log["log_v"], log_ref["log_v"], rtol=1e-9, atol=1e-9)
+    assert_close(np.asarray(log["err"]), np.asarray(log_ref["err"]), rtol=1e-6, atol=1e-14)
+
+
 @pytest.mark.parametrize("init_serial_max", [None, -1])
 @pytest.mark.parametrize("n_hists", [0, 2, 9])
 def test_blocked_solver_recomputes_underflowed_columns(monkeypatch, n_hists, init_serial_max):
