@@ -849,6 +849,8 @@ def log_chunk(M, c, loga, v, shift_ok, col_only, dv_max, active, ch0, ch1, chunk
                     else:
                         u[k, i] = la - sh - math.log(sr)
                         alpha[r] = math.exp(la) / sr
+                if P.shape[0] > 0:
+                    continue   # (the plan's rows: no column sums)
                 # rows of empty bins (alpha = 0) hold stale exponentials: zero them
                 for r in range(nr):
                     if alpha[r] == 0.0:
@@ -918,7 +920,8 @@ def log_fused_pass(item_addr, n_workers, M, c, loga, v, shift_ok, dv_max, active
     has weight 1 and u is not written, so that q_j = sum_i exp(c M_ij +
     u_i - h_j), in [1, dim_a] when h is the exact maximum.  With v the
     final log_v and P of M's shape (not (0, 0)), the exponentials are the
-    plan exp(c M_ij + u_i + v_j), stored in P (``log_plan``).
+    plan exp(c M_ij + u_i + v_j), stored in P (``log_plan``), and no column
+    sums are formed (q is all zeros).
 
     ``item_addr``: ``log_chunk_address`` of these arrays; ``log_chunk``
     there runs the chunks of rows in
