@@ -187,7 +187,8 @@ def test_blocked_first_column_update_from_a_warm_start_matches_pot(monkeypatch, 
     columns that row pays much for below 1e-200 of b, and those columns are
     recomputed by the safe pass (``_log_redo_columns``, at least once).
     Against POT's ``sinkhorn_log`` from the same warm start: plan,
-    log-scalings, err."""
+    log-scalings, err, and the warning (POT's "did not converge" at
+    stopThr = 0, nothing else)."""
     from numbaot.cpu import sinkhorn as cpu_sinkhorn
 
     monkeypatch.setattr(numbaot._config, "SMALL_MAX_ENTRIES_LOG", -1)
@@ -200,10 +201,15 @@ def test_blocked_first_column_update_from_a_warm_start_matches_pot(monkeypatch, 
     u0 = {"constant": np.full(70, 3.0), "spread": rng.uniform(-30.0, 30.0, 70),
           "one row far above": np.where(np.arange(70) == 0, 800.0, 0.0)}[start]
     v0 = rng.uniform(-5.0, 5.0, 90)
-    ref, log_ref = ot.sinkhorn(a, b, M, reg, method="sinkhorn_log", numItermax=30,
-                               stopThr=0.0, log=True, warmstart=(u0.copy(), v0.copy()))
-    out, log = numbaot.sinkhorn(a, b, M, reg, method="sinkhorn_log", numItermax=30,
-                                stopThr=0.0, log=True, warmstart=(u0.copy(), v0.copy()))
+    (ref, log_ref), w_ref = call_recording(ot.sinkhorn, a, b, M, reg, method="sinkhorn_log",
+                                           numItermax=30, stopThr=0.0, log=True,
+                                           warmstart=(u0.copy(), v0.copy()))
+    (out, log), w = call_recording(numbaot.sinkhorn, a, b, M, reg, method="sinkhorn_log",
+                                   numItermax=30, stopThr=0.0, log=True,
+                                   warmstart=(u0.copy(), v0.copy()))
+    # stopThr = 0: both warn that they did not converge, once
+    assert [x for x in w if x[0] is UserWarning] == [x for x in w_ref if x[0] is UserWarning]
+    assert len(w) == 1
     assert (len(calls) >= 1) == (start == "one row far above")
     assert_close(out, ref, rtol=1e-9, atol=1e-13 * ref.max())
     assert_close(log["log_u"], log_ref["log_u"], rtol=1e-9, atol=1e-9)
