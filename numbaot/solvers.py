@@ -34,6 +34,7 @@ from ._config import GEOMLOSS_AUTO_DENSE_MAX_ENTRIES
 from ._lazy import LAZY_METRICS, check_scaling, lazy_anneal, lazy_setup, lazy_solve
 from ._result import OTResult
 from .bregman import empirical_sinkhorn2, sinkhorn_log
+from .cpu import weighted_sum
 from .unbalanced import sinkhorn_knopp_unbalanced
 from .utils import dist
 
@@ -176,24 +177,11 @@ def _balanced_values(M, plan, lu, lv, a, b, reg, reg_type, device):
         value_linear, rows, cols = _plan_stats_host(M, plan)
     lu = np.asarray(_dispatch.to_host(lu), dtype=np.float64)
     lv = np.asarray(_dispatch.to_host(lv), dtype=np.float64)
-    # masks only where a row or column has no mass (few NumPy calls: this
-    # runs after every solve, 7.6 / 14 us at 16 x 16 with masks always)
-    ra = None if rows.min() > 0 else rows > 0
-    cb = None if cols.min() > 0 else cols > 0
-    neg_ent = _dot_over(rows, lu, ra) + _dot_over(cols, lv, cb) - value_linear / reg
+    neg_ent = weighted_sum(rows, lu) + weighted_sum(cols, lv) - value_linear / reg
     if reg_type == "kl":
         a, b = _kl_weights(a, b)
-        neg_ent -= _dot_over(rows, a, ra, np.log) + _dot_over(cols, b, cb, np.log)
+        neg_ent -= weighted_sum(rows, a, np.log) + weighted_sum(cols, b, np.log)
     return value_linear, value_linear + reg * neg_ent
-
-
-def _dot_over(w, x, mask, f=None):
-    """sum_i w_i f(x_i) over the entries in ``mask`` (None: all of them; f
-    the identity by default, applied after the mask: a zero weight outside
-    it has no logarithm)."""
-    if mask is not None:
-        w, x = w[mask], x[mask]
-    return float(np.dot(w, x if f is None else f(x)))
 
 
 def solve(M, a=None, b=None, reg=None, c=None, reg_type="KL", unbalanced=None,

@@ -3,16 +3,18 @@
 Kernels never validate their input (see ``numbaot._checks``).  ``chunk_layout``
 is the one place that decides how rows are split into fixed chunks;
 ``serial_twin`` the one that compiles a parallel kernel for the calling
-thread alone (small problems).
+thread alone (small problems); ``weighted_sum`` the host sums of the
+entropic values (sum_i w_i f(x_i) over the bins with mass).
 """
 import types
 
+import numpy as np
 from numba import njit
 
 from .._config import (ACCUMULATOR_BYTES, INNER, JIT_OPTIONS, MAX_ROW_CHUNKS, MIN_CHUNK_ENTRIES,
                        MIN_CHUNK_ROWS)
 
-__all__ = ["chunk_layout", "serial_twin"]
+__all__ = ["chunk_layout", "serial_twin", "weighted_sum"]
 
 
 def serial_twin(kernel, inner=False, **subs):
@@ -66,3 +68,16 @@ def chunk_layout(n_rows, n_hists, n_cols, memory_bound=False):
         chunk_rows = -(-n_rows // n_chunks)
         n_chunks = -(-n_rows // chunk_rows)
     return n_chunks, chunk_rows
+
+
+def weighted_sum(w, x, f=None):
+    """sum_i w_i f(x_i) over the i with w_i > 0, as a float: host arrays,
+    w >= 0 (a plan's marginal, or weights), x of w's shape, f the identity
+    by default.  A bin without mass adds 0, even where x_i = -inf (0 log 0
+    = 0) or x_i has no logarithm (f is applied after the mask).  The mask
+    only where some w_i is 0: one min and one dot otherwise (this runs
+    after every solve: ``numbaot.solvers``, ``numbaot.cpu.gradients``)."""
+    if w.min() > 0:
+        return float(np.dot(w, x if f is None else f(x)))
+    mask = w > 0
+    return float(np.dot(w[mask], x[mask] if f is None else f(x[mask])))

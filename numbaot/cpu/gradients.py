@@ -11,6 +11,7 @@ import numpy as np
 
 from .. import _config
 from . import empirical as cpu_empirical
+from . import weighted_sum
 from . import sinkhorn as cpu_sinkhorn
 
 __all__ = ["log_scalings", "plan_and_value", "centred", "centred_support", "work_array",
@@ -18,15 +19,6 @@ __all__ = ["log_scalings", "plan_and_value", "centred", "centred_support", "work
 
 #: the launcher contract shared with numbaot.cuda.gradients
 LAUNCHERS = tuple(__all__)
-
-
-def _xlogy_sum(w, logw):
-    """sum_i w_i * logw_i with 0 * (-inf) = 0 (w >= 0); the mask only where
-    some w_i is 0 (two NumPy calls otherwise: this runs on every call)."""
-    if w.min() > 0:
-        return float(np.dot(w, logw))
-    mask = w > 0
-    return float(np.dot(w[mask], logw[mask]))
 
 
 def _through(x, dtype):
@@ -74,7 +66,7 @@ def plan_and_value(M, c, lu, lv):
     for k in range(K):
         plan = plans[k]
         gibbs(Mf, c, lu[k], lv[k], plan)
-        vals[k] = _xlogy_sum(plan.sum(1), lu[k]) + _xlogy_sum(plan.sum(0), lv[k])
+        vals[k] = weighted_sum(plan.sum(1), lu[k]) + weighted_sum(plan.sum(0), lv[k])
     return plans, vals
 
 
@@ -159,7 +151,7 @@ def cloud_value(st):
     cpu_empirical.lazy_lse(st.Xt, st.Xs_t, st.f, st.c, st.metric, lse_c)
     with np.errstate(invalid="ignore"):
         col = np.where(np.isneginf(st.g), 0.0, np.exp(st.g + lse_c))
-    return (-1.0 / st.c) * (_xlogy_sum(r, st.f) + _xlogy_sum(col, st.g))
+    return (-1.0 / st.c) * (weighted_sum(r, st.f) + weighted_sum(col, st.g))
 
 
 def cloud_grads(st, gX, gY):
