@@ -71,9 +71,9 @@ def chunk_layout(n_rows, n_hists, n_cols, memory_bound=False):
 
 
 def weighted_sum(w, x, f=None):
-    """sum_i w_i f(x_i) over the i with w_i > 0, as a float: host arrays,
-    w >= 0 (a plan's marginal, or weights), x of w's shape, f the identity
-    by default.  A bin without mass adds 0, even where x_i = -inf (0 log 0
+    """sum_i w_i f(x_i) over the i with w_i > 0, as a Python float: w and
+    x NumPy float arrays (n,), w >= 0 (a plan's marginal, or weights), f a
+    NumPy ufunc (np.log) or None for the identity.  A bin without mass adds 0, even where x_i = -inf (0 log 0
     = 0) or x_i has no logarithm (f is applied after the mask).  The mask
     only where some w_i is 0: one min and one dot otherwise (this runs
     after every solve: ``numbaot.solvers``, ``numbaot.cpu.gradients``)."""
