@@ -134,10 +134,16 @@ def _kl_weights(a, b):
 
 
 def _plan_stats_host(M, plan):
-    """<plan, M>_F and the plan's row and column sums, float64 (one pass each)."""
+    """<plan, M>_F and the plan's row and column sums, float64 (one pass each).
+
+    ``np.einsum``, not ``np.vdot``: vdot is BLAS's ddot, which OpenBLAS runs
+    on its thread pool above 10 000 entries; its workers then spin for about
+    0.1 s on the cores numbaot's parallel kernels use, right after the solve
+    and through the caller's next calls (``solve`` at 1000^2 in a loop: 24 ms
+    a call against 12; BENCHMARKS.md, "numbaot in a loop with NumPy's BLAS")."""
     P = np.asarray(plan).astype(np.float64, copy=False)
     Mh = np.asarray(M).astype(np.float64, copy=False)
-    return float(np.vdot(Mh, P)), P.sum(1), P.sum(0)
+    return float(np.einsum("ij,ij->", Mh, P)), P.sum(1), P.sum(0)
 
 
 def _plan_stats_device(M, plan):
