@@ -254,6 +254,23 @@ LAZY_F32_SCALE_BUDGET = 512.0
 #: terms lost are below 1.2e-18 of the row's sum each.
 LAZY_F32_ROW_FLOOR = 1e-20
 
+#: ``numbaot.dist`` ('sqeuclidean', 'euclidean') sums the squared
+#: differences in a compiled loop (``numbaot.cpu.empirical.cost_matrix``) up
+#: to this many features, and takes POT's |x|^2 + |y|^2 - 2 x.y with a BLAS
+#: product above.  The BLAS product leaves OpenBLAS's workers spinning on the
+#: cores for about 0.1 s, which halves the speed of the parallel Sinkhorn
+#: kernels that follow (``solve_sample`` at 1000 points, BENCHMARKS.md).
+#: Measured 2026-11-29 (Zen 4 VM, 2 threads, squared distances alone, the
+#: two alternating in one process, best of 9): compiled / NumPy time 0.18,
+#: 0.61, 0.81, 1.09 at 256 x 256 and 2, 16, 32, 64 features; 0.23, 0.60,
+#: 0.79 at 1000 x 1000 and 16, 32, 64; 0.15, 0.36, 0.81, 1.14 at 2000 x
+#: 2000 and 2, 16, 32, 64 (about 2.5x at 128 features).
+DIST_DIRECT_MAX_FEATURES = 64
+
+#: Cost matrices of at most this many entries are formed on the calling
+#: thread (``cost_matrix_serial``).
+DIST_SERIAL_MAX_ENTRIES = 1 << 17
+
 #: From this many problems sharing one matrix on, the multiplicative solver
 #: stores its vectors problem-minor (dim, n_hists) and vectorises over the
 #: problems (no per-row horizontal reductions).

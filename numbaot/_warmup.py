@@ -8,6 +8,7 @@ later processes only load the cached machine code.  ``python -m numbaot
 warmup`` does the same from a shell.
 """
 import contextlib
+import math
 import sys
 import time
 import warnings
@@ -131,6 +132,16 @@ def _empirical(dtype):
     bregman.empirical_sinkhorn2(x, y, 0.5, numIterMax=20, isLazy=True)
 
 
+def _dist(dtype):
+    import numbaot
+    from numbaot import _config
+    _, _, _, x, y = _problem(dtype)
+    numbaot.dist(x, y)
+    # a matrix above DIST_SERIAL_MAX_ENTRIES: the parallel kernel
+    z = np.linspace(0.0, 1.0, math.isqrt(_config.DIST_SERIAL_MAX_ENTRIES) + 1, dtype=dtype)
+    numbaot.dist(z[:, None], z[:, None])
+
+
 def _value_and_grad(dtype):
     import numbaot
     a, b, M, _, _ = _problem(dtype)
@@ -186,6 +197,8 @@ WARMUP_FUNCTIONS = {
                                      "entropic_partial_wasserstein_logscale", _partial),
     "empirical_sinkhorn": ("bregman.empirical_sinkhorn/empirical_sinkhorn2 with isLazy=True "
                            "(costs on the fly)", _empirical),
+    "dist": ("dist / euclidean_distances, 'sqeuclidean' and 'euclidean' with at most 64 "
+             "features (the compiled cost matrix)", _dist),
     "sinkhorn2_value_and_grad": ("sinkhorn2_value_and_grad", _value_and_grad),
     "empirical_sinkhorn2_value_and_grad": ("empirical_sinkhorn2_value_and_grad",
                                            _empirical_value_and_grad),

@@ -1,6 +1,7 @@
 """Utilities mirroring ``ot.utils``: cost matrices and uniform histograms."""
 import numpy as np
 
+from . import _config
 from ._checks import as_real_array
 
 __all__ = ["dist", "unif", "euclidean_distances"]
@@ -50,8 +51,16 @@ def unif(n, type_as=None):
 
 def euclidean_distances(X, Y, squared=False):
     r"""Pairwise Euclidean distances between the rows of X and Y; mirrors
-    ``ot.utils.euclidean_distances`` [1]_ (same formula: |x|^2 + |y|^2 - 2 x.y,
-    clipped at 0; exact zeros on the diagonal when ``X is Y``).
+    ``ot.utils.euclidean_distances`` [1]_.
+
+    float32 / float64 samples of at most ``_config.DIST_DIRECT_MAX_FEATURES``
+    (64) features: the squared differences summed feature by feature in a
+    compiled loop (``numbaot.cpu.empirical.cost_matrix``, rows in parallel),
+    with no BLAS product (OpenBLAS's workers would keep spinning on the cores
+    of the solver that follows); exact where POT's formula cancels (zero
+    between equal points), so within POT's rounding of it.  Otherwise POT's
+    formula: |x|^2 + |y|^2 - 2 x.y with NumPy, clipped at 0, exact zeros on
+    the diagonal when ``X is Y``.
 
     Parameters
     ----------
@@ -85,6 +94,9 @@ def euclidean_distances(X, Y, squared=False):
     [[1.     2.    ]
      [1.4142 1.    ]]
     """
+    direct = _direct_distances(X, Y, squared)
+    if direct is not None:
+        return direct
     a2 = np.einsum("ij,ij->i", X, X)
     b2 = np.einsum("ij,ij->i", Y, Y)
     c = -2 * np.dot(X, Y.T)
@@ -96,6 +108,28 @@ def euclidean_distances(X, Y, squared=False):
     if X is Y:
         c = c * (1 - np.eye(X.shape[0], dtype=c.dtype))
     return c
+
+
+def _direct_distances(X, Y, squared):
+    """The distances by ``numbaot.cpu.empirical.cost_matrix`` (the squared
+    differences summed feature by feature, in the inputs' float dtype) for
+    float32 / float64 samples of at most ``_config.DIST_DIRECT_MAX_FEATURES``
+    features; None otherwise (NumPy's formula then).  No BLAS product: its
+    workers would spin on the cores of the solver that follows."""
+    if not (isinstance(X, np.ndarray) and isinstance(Y, np.ndarray)) or X.ndim != 2 \
+            or Y.ndim != 2 or X.shape[1] != Y.shape[1] \
+            or X.shape[1] > _config.DIST_DIRECT_MAX_FEATURES or X.shape[1] == 0:
+        return None
+    dt = np.result_type(X.dtype, Y.dtype)
+    if dt not in (np.float32, np.float64):
+        return None
+    from .cpu.empirical import cost_matrix, cost_matrix_serial
+
+    out = np.empty((X.shape[0], Y.shape[0]), dtype=dt)
+    kernel = cost_matrix_serial if out.size <= _config.DIST_SERIAL_MAX_ENTRIES else cost_matrix
+    kernel(np.ascontiguousarray(X, dtype=dt), np.ascontiguousarray(Y.T, dtype=dt),
+           np.int64(0 if squared else 1), out)
+    return out
 
 
 def cdist(x1, x2, **kwargs):
@@ -117,9 +151,11 @@ def dist(x1, x2=None, metric="sqeuclidean", p=2, w=None, backend="auto", nx=None
     x2 : array-like, shape (n2, d), optional
         Target samples (``x1`` when omitted).
     metric : str or callable, default 'sqeuclidean'
-        'sqeuclidean', 'euclidean', 'cityblock', 'minkowski', 'cosine' and
-        'correlation' are computed with NumPy exactly as POT does; any other
-        metric is passed to :func:`scipy.spatial.distance.cdist`.
+        'sqeuclidean' and 'euclidean' by :func:`euclidean_distances`
+        (compiled for at most 64 features, else POT's formula);
+        'cityblock', 'minkowski', 'cosine' and 'correlation' with NumPy
+        exactly as POT does; any other metric is passed to
+        :func:`scipy.spatial.distance.cdist`.
     p : float, default 2
         Exponent of the Minkowski metric.
     w : array-like, shape (d,), optional

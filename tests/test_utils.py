@@ -105,6 +105,39 @@ def test_duplicate_points_are_non_negative(metric):
     np.testing.assert_allclose(D, _loop(x, y, metric), **_tol(metric, np.float64, x, y))
 
 
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("d", [64, 65])
+@pytest.mark.parametrize("shape", [(30, 20), (400, 380)])
+@pytest.mark.parametrize("metric", ["sqeuclidean", "euclidean"])
+def test_compiled_and_numpy_paths_agree_with_loops(metric, shape, d, dtype):
+    """Up to ``_config.DIST_DIRECT_MAX_FEATURES`` (64) features the distances
+    come from the compiled loop (on the calling thread for small matrices,
+    rows in parallel above ``DIST_SERIAL_MAX_ENTRIES``: 400 x 380), above it
+    from POT's formula; both within POT's rounding of the float64 loops, the
+    samples untouched, and exact zeros between equal points on the compiled
+    path."""
+    from numbaot import _config
+
+    assert _config.DIST_DIRECT_MAX_FEATURES == 64 and 30 * 20 < _config.DIST_SERIAL_MAX_ENTRIES
+    assert 400 * 380 > _config.DIST_SERIAL_MAX_ENTRIES
+    x, y = _points(*shape, d, seed=d, dtype=dtype)
+    cols = np.arange(0, len(y), 7)
+    y[cols] = x[:len(cols)]  # equal pairs (k, 7 k)
+    x0, y0 = x.copy(), y.copy()
+    xs = np.asfortranarray(x)  # any layout
+    D = numbaot.dist(xs, y, metric=metric)
+    assert D.dtype == dtype and D.shape == shape
+    np.testing.assert_array_equal(xs, x0)
+    np.testing.assert_array_equal(y, y0)
+    t = _tol(metric, dtype, x, y)
+    np.testing.assert_allclose(D, _loop(x, y, metric), **t)
+    np.testing.assert_allclose(D, ot.dist(x, y, metric=metric), **t)
+    if d <= 64:
+        assert np.all(D[np.arange(len(cols)), cols] == 0)
+    mixed = numbaot.dist(x.astype(np.float32), y.astype(np.float64), metric=metric)
+    assert mixed.dtype == np.float64
+
+
 def test_large_offset_inputs():
     """Points far from the origin (cancellation in the expansion formula)."""
     x, y = _points(8, 6, 3, seed=4)

@@ -25,10 +25,11 @@ from .. import _config
 from .._config import INNER as _INNER
 from .._config import (COL_BLOCK, JIT_OPTIONS, LAZY_F32_ROW_FLOOR, LAZY_F32_SCALE_BUDGET,
                        LOG_F32_SWITCH_ERR, ROW_SUM_FLOOR)
+from . import serial_twin
 from ._math import fast_exp_f32_ftz, fast_exp_ftz
 
-__all__ = ["lazy_lse", "lazy_lse_f32", "lazy_lse_trunc", "trunc_pattern", "voxel_wmax",
-           "lazy_loss", "lazy_block", "lazy_grad",
+__all__ = ["cost_matrix", "cost_matrix_serial", "lazy_lse", "lazy_lse_f32", "lazy_lse_trunc",
+           "trunc_pattern", "voxel_wmax", "lazy_loss", "lazy_block", "lazy_grad",
            "LazyState", "lazy_steps", "lazy_row_lse", "lazy_truncate", "lazy_kept_fraction",
            "lazy_note_error", "lazy_potentials", "lazy_outputs", "lazy_transport_cost"]
 
@@ -58,6 +59,23 @@ def _costs(X, i, Yt, j0, ln, metric, buf):
     if metric == 1:
         for t in range(ln):
             buf[t] = math.sqrt(buf[t])
+
+
+@njit(**_PAR)
+def cost_matrix(X, Yt, metric, out):
+    """out[i, j] = cost(x_i, y_j), the dense matrix of the costs above
+    (``numbaot.dist`` for few features), rows in parallel.
+
+    X (n, d) and Yt (d, m), C order, of out's dtype (float32 or float64); the
+    differences are squared and summed in that dtype, feature by feature
+    (exact zeros where x_i == y_j, unlike |x|^2 + |y|^2 - 2 x.y)."""
+    m = Yt.shape[1]
+    for i in prange(X.shape[0]):
+        _costs(X, np.uint64(i), Yt, np.int64(0), m, metric, out[i])
+
+
+#: the same on the calling thread (small matrices: no parallel region)
+cost_matrix_serial = serial_twin(cost_matrix)
 
 
 @njit(**_SER, **_INNER)
