@@ -1,8 +1,9 @@
 """Run unchanged POT code on numbaot: ``numbaot.pot.patch()``.
 
-``patch()`` replaces POT's entropic solvers by numbaot's, everywhere POT
-holds them: the public names (``ot.sinkhorn``, ``ot.bregman.sinkhorn_log``,
-``ot.unbalanced.sinkhorn_unbalanced``, ``ot.solve``, ...) and the bindings
+``patch()`` replaces POT's entropic solvers (and ``ot.dist``, which forms
+their costs) by numbaot's, everywhere POT holds them: the public names
+(``ot.sinkhorn``, ``ot.bregman.sinkhorn_log``,
+``ot.unbalanced.sinkhorn_unbalanced``, ``ot.solve``, ``ot.dist``, ...) and the bindings
 POT's own modules made at import time (``ot.da``, ``ot.gromov``,
 ``ot.coot``, ``ot.solvers``, ``ot.partial``, ``ot.optim``, ...), so that
 ``ot.da.SinkhornTransport().fit(...)`` or an entropic Gromov-Wasserstein run
@@ -72,10 +73,16 @@ __all__ = ["patch", "unpatch", "patched", "is_patched", "stats"]
 POT_MODULES = ("ot.bregman", "ot.unbalanced", "ot.partial", "ot.solvers", "ot.da", "ot.gromov",
                "ot.coot", "ot.optim", "ot.lowrank", "ot.factored", "ot.smooth", "ot.utils")
 
-#: (numbaot module, POT module) whose public functions of the same name are
-#: paired; numbaot names POT lacks are skipped.
+#: (numbaot module, POT module[, names]) whose public functions of the same
+#: name (those in ``names`` only, when given) are paired; numbaot names POT
+#: lacks are skipped.  ``ot.utils.dist``: POT's pipelines form their costs
+#: with it (``BaseTransport.fit``, ``ot.solve_sample``'s callers, ...) right
+#: before a Sinkhorn solve, and its BLAS product left OpenBLAS's workers
+#: spinning on the cores of numbaot's parallel kernels (``numbaot.dist``
+#: uses no BLAS for up to 64 features).
 _PAIRS = (("numbaot.bregman", "ot.bregman"), ("numbaot.unbalanced", "ot.unbalanced"),
-          ("numbaot.partial", "ot.partial"), ("numbaot.solvers", "ot.solvers"))
+          ("numbaot.partial", "ot.partial"), ("numbaot.solvers", "ot.solvers"),
+          ("numbaot.utils", "ot.utils", ("dist",)))
 
 #: POT functions that alternate a multi-threaded BLAS product with a
 #: Sinkhorn solve on a cost ``M``: while patched they run with BLAS on one
@@ -181,13 +188,13 @@ def _pipelines():
 def _pairs():
     """{POT function object: (qualified name, numbaot function)}."""
     out = {}
-    for ours_mod, pot_mod in _PAIRS:
+    for ours_mod, pot_mod, *names in _PAIRS:
         try:
             ours = importlib.import_module(ours_mod)
             pot = importlib.import_module(pot_mod)
         except ImportError:
             continue
-        for name in getattr(ours, "__all__", ()):
+        for name in (names[0] if names else getattr(ours, "__all__", ())):
             theirs = getattr(pot, name, None)
             theirs = getattr(theirs, "__pot_original__", theirs)   # already patched
             if callable(theirs):
@@ -208,7 +215,8 @@ def patch(verbose=False):
 
     Replaces, in every loaded POT module (after importing ``POT_MODULES``),
     each binding of a POT function that numbaot provides under the same
-    name (``ot.bregman``, ``ot.unbalanced``, ``ot.partial``, ``ot.solvers``)
+    name (``ot.bregman``, ``ot.unbalanced``, ``ot.partial``, ``ot.solvers``,
+    and ``ot.dist``)
     by a wrapper that runs numbaot's function and falls back to POT's
     original for non-NumPy arrays and for calls numbaot rejects (module
     docstring); and the POT loops of ``BLAS_ONE_THREAD`` by a wrapper that

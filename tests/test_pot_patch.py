@@ -102,6 +102,22 @@ def test_fallback_to_pot_for_non_numpy_arrays(rng, patched_pot):
     assert npot.stats()["ot.bregman.sinkhorn"]["pot"] == 1
 
 
+def test_dist_runs_on_numbaot_and_gives_pots_costs(rng):
+    """``ot.dist`` (and the bindings POT's pipelines hold, e.g. ``ot.da.dist``)
+    run numbaot.dist: POT's costs to POT's rounding of |x|^2 + |y|^2 - 2 x.y
+    (absolute ~eps (|x|^2 + |y|^2)); a metric for SciPy runs there too."""
+    xs, xt = _clouds(rng, d=3)
+    scale = float(max((xs ** 2).sum(1).max(), (xt ** 2).sum(1).max()))
+    ref, out, counts = _both(lambda: (ot.dist(xs, xt), ot.da.dist(xs, xt, metric="euclidean"),
+                                      ot.dist(xs, xt, metric="chebyshev")))
+    assert counts["ot.utils.dist"] == {"numbaot": 3, "pot": 0}
+    eps = np.finfo(np.float64).eps
+    np.testing.assert_allclose(out[0], ref[0], rtol=10 * eps, atol=20 * eps * scale)
+    np.testing.assert_allclose(out[1], ref[1], rtol=10 * eps, atol=10 * np.sqrt(eps * scale))
+    np.testing.assert_array_equal(out[2], ref[2])
+    assert ot.dist is ot.utils.dist and not hasattr(ot.dist, "__pot_original__")
+
+
 def test_solve(rng):
     xs, xt = _clouds(rng)
     M = ot.dist(xs, xt)
