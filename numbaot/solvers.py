@@ -140,7 +140,7 @@ def _plan_stats_host(M, plan):
     on its thread pool above 10 000 entries; its workers then spin for about
     0.1 s on the cores numbaot's parallel kernels use, right after the solve
     and through the caller's next calls (``solve`` at 1000^2 in a loop: 24 ms
-    a call against 12; BENCHMARKS.md, "numbaot in a loop with NumPy's BLAS")."""
+    a call against 11; BENCHMARKS.md, "numbaot in a loop with NumPy's BLAS")."""
     P = np.asarray(plan).astype(np.float64, copy=False)
     Mh = np.asarray(M).astype(np.float64, copy=False)
     return float(np.einsum("ij,ij->", Mh, P)), P.sum(1), P.sum(0)
