@@ -442,7 +442,10 @@ def barycenter_stabilized(A, M, reg, tau=1e10, weights=None, numItermax=1000, st
             converged = True  # left by break as in POT: no "did not converge" warning
             break
         if (ii % 10 == 0 and not absorbing) or ii == 0:
-            Kv = v @ Kmat.T  # (K v_k) for every histogram
+            # (K v_k) for every histogram, by NumPy's own loops: a BLAS
+            # product would leave OpenBLAS's workers spinning on the cores of
+            # the next iterations' parallel passes (cpu/barycenter.py)
+            Kv = np.einsum("kj,ij->ki", v, Kmat)
             err = dt.type(np.max(np.abs(u * Kv - AT)))
             if log:
                 lg["err"].append(err)
