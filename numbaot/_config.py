@@ -271,6 +271,12 @@ DIST_DIRECT_MAX_FEATURES = 64
 #: thread (``cost_matrix_serial``).
 DIST_SERIAL_MAX_ENTRIES = 1 << 17
 
+#: Longest vectors whose inner product ``numbaot.cpu.host_dot`` (the host
+#: sums of the entropic values) hands to BLAS's ``ddot``: OpenBLAS computes
+#: one of up to 10 000 entries on the calling thread, longer ones on its
+#: pool, whose workers then spin on the solver's cores; ``np.einsum`` above.
+HOST_DOT_BLAS_MAX = 8192
+
 #: From this many problems sharing one matrix on, the multiplicative solver
 #: stores its vectors problem-minor (dim, n_hists) and vectorises over the
 #: problems (no per-row horizontal reductions).

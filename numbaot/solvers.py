@@ -34,7 +34,7 @@ from ._config import GEOMLOSS_AUTO_DENSE_MAX_ENTRIES
 from ._lazy import LAZY_METRICS, check_scaling, lazy_anneal, lazy_setup, lazy_solve
 from ._result import OTResult
 from .bregman import empirical_sinkhorn2, sinkhorn_log
-from .cpu import weighted_sum
+from .cpu import host_dot, weighted_sum
 from .unbalanced import sinkhorn_knopp_unbalanced
 from .utils import dist
 
@@ -889,7 +889,7 @@ def _dual_value(a, b, F, G):
     the returned potentials (host float64), exact there because the plan of
     the last half-step has mass 1; at most OT_reg and equal to it at
     convergence (Feydy 2020, eq. 3.207)."""
-    return float(np.dot(a, F) + np.dot(b, G))
+    return host_dot(a, F) + host_dot(b, G)
 
 
 def _logsumexp_rows(A):

@@ -4,17 +4,20 @@ Kernels never validate their input (see ``numbaot._checks``).  ``chunk_layout``
 is the one place that decides how rows are split into fixed chunks;
 ``serial_twin`` the one that compiles a parallel kernel for the calling
 thread alone (small problems); ``weighted_sum`` the host sums of the
-entropic values (sum_i w_i f(x_i) over the bins with mass).
+entropic values (sum_i w_i f(x_i) over the bins with mass), and ``host_dot``
+their inner products (no BLAS thread pool woken).
 """
 import types
 
 import numpy as np
 from numba import njit
 
+from .. import _config
+
 from .._config import (ACCUMULATOR_BYTES, INNER, JIT_OPTIONS, MAX_ROW_CHUNKS, MIN_CHUNK_ENTRIES,
                        MIN_CHUNK_ROWS)
 
-__all__ = ["chunk_layout", "serial_twin", "weighted_sum"]
+__all__ = ["chunk_layout", "serial_twin", "host_dot", "weighted_sum"]
 
 
 def serial_twin(kernel, inner=False, **subs):
@@ -78,6 +81,17 @@ def weighted_sum(w, x, f=None):
     only where some w_i is 0: one min and one dot otherwise (this runs
     after every solve: ``numbaot.solvers``, ``numbaot.cpu.gradients``)."""
     if w.min() > 0:
-        return float(np.dot(w, x if f is None else f(x)))
+        return host_dot(w, x if f is None else f(x))
     mask = w > 0
-    return float(np.dot(w[mask], x[mask] if f is None else f(x[mask])))
+    return host_dot(w[mask], x[mask] if f is None else f(x[mask]))
+
+
+def host_dot(x, y):
+    """sum_i x_i y_i of two NumPy vectors (n,), as a Python float: BLAS's
+    ``ddot`` up to ``_config.HOST_DOT_BLAS_MAX`` entries (0.4 us at 16), ``np.einsum``
+    above, where OpenBLAS would run it on its thread pool and leave the
+    workers spinning on the cores of numbaot's next parallel kernels
+    (docs/performance-notes.md, "No BLAS call on numbaot's own paths")."""
+    if x.shape[0] <= _config.HOST_DOT_BLAS_MAX:
+        return float(np.dot(x, y))
+    return float(np.einsum("i,i->", x, y))
