@@ -3,8 +3,8 @@
 ``patch()`` replaces POT's entropic solvers (and ``ot.dist``, which forms
 their costs) by numbaot's, everywhere POT holds them: the public names
 (``ot.sinkhorn``, ``ot.bregman.sinkhorn_log``,
-``ot.unbalanced.sinkhorn_unbalanced``, ``ot.solve``, ``ot.dist``, ...) and the bindings
-POT's own modules made at import time (``ot.da``, ``ot.gromov``,
+``ot.unbalanced.sinkhorn_unbalanced``, ``ot.solve``, ``ot.dist``, ...) and
+the bindings POT's own modules made at import time (``ot.da``, ``ot.gromov``,
 ``ot.coot``, ``ot.solvers``, ``ot.partial``, ``ot.optim``, ...), so that
 ``ot.da.SinkhornTransport().fit(...)`` or an entropic Gromov-Wasserstein run
 spend their Sinkhorn time in numbaot's kernels without a changed line.

@@ -13,7 +13,6 @@ import numpy as np
 from numba import njit
 
 from .. import _config
-
 from .._config import (ACCUMULATOR_BYTES, INNER, JIT_OPTIONS, MAX_ROW_CHUNKS, MIN_CHUNK_ENTRIES,
                        MIN_CHUNK_ROWS)
 
