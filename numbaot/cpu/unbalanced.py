@@ -39,8 +39,10 @@ columns in tiles).
 """
 import math
 
+import numba
 import numpy as np
-from numba import njit, prange
+from numba import njit, prange, typeof
+from numba.core import types as nbtypes
 
 from .. import _config
 from .._config import INNER as _INNER
@@ -58,6 +60,7 @@ from .._config import (
 )
 from . import chunk_layout, serial_twin
 from ._math import fast_exp, pow_inplace
+from ._pointer import address_for, call_at
 from ._small import col_lse, copy_weights, screen_cost
 from .sinkhorn import axpy_rows, dot_rows, gibbs_loss, log_col_lse, merge_chunks, scaled_loss
 from .sinkhorn import scaled_plan
@@ -72,6 +75,8 @@ _SMALL_ROW_TILE = 16
 __all__ = [
     # kernels
     "uot_gibbs",
+    "uot_chunk",
+    "uot_pass_at",
     "uot_fused_pass",
     "uot_col_update",
     "uot_rule",
@@ -166,38 +171,28 @@ def _in_lane_range(x):
 # --------------------------------------------------------------------------
 # Multiplicative iterations
 # --------------------------------------------------------------------------
-@njit(**_PAR)
-def uot_fused_pass(Kmat, a, vl, fi1, n_chunks, chunk_rows, Q, u, check, part):
-    """One read of K: u[k, i] = (a[k, i] / (K v_k)_i)^fi1 and, per chunk of rows,
-    Q[c, k, :] = K[rows of c]^T u_k (new u; summed over chunks by
-    ``uot_col_update``).
+#: the return type of the chunk kernel, for ``call_at``
+_NONE = nbtypes.none
 
-    ``vl`` (n_hists, dim_b) is v in the lanes' dtype: K's dtype (float32 lanes
-    for a float32 K) or float64 (float64 lanes for any K).  Tiles of R rows
-    (``_uot_tile_rows``), columns in blocks of UOT_COL_BLOCK: the first sweep
-    of a tile forms K v from memory, the second re-reads the tile from L2 and
-    adds K_ij u_i into the chunk's accumulators (the chunk's first tile
-    stores them: no zeroing pass).  Sums of float32 lanes are added into float64 per block of
-    columns (rows) and per group of rows (columns).
 
-    part[c] = (max |u_new - u_old|, max(|u_new|, |u_old|), 1 if every new u is
-    finite, 1 if ``check`` is off or every (K v)_i lies in [UOT_LANE_SUM_MIN,
-    UOT_LANE_SUM_MAX] and every u in the float32 lane range) over chunk c.
-    """
+@njit(**_SER, **_INNER)
+def uot_chunk(Kmat, a, vl, fi1, ch0, ch1, chunk_rows, Q, u, check, part):
+    """The work of ``uot_fused_pass`` on the chunks of rows [ch0, ch1) (one
+    thread's share)."""
     n, m = Kmat.shape
     K = vl.shape[0]
     shared_a = a.shape[0] == 1
     R = _uot_tile_rows(m, Kmat.itemsize)
     cb = UOT_COL_BLOCK
-    for ch in prange(n_chunks):
+    s = np.empty(R)
+    x64 = np.empty(R)
+    w = np.empty(R, dtype=vl.dtype)
+    for ch in range(ch0, ch1):
         i0 = ch * chunk_rows
         i1 = min(n, i0 + chunk_rows)
         Qc = Q[ch]
         if i1 <= i0:
             Qc[:, :] = 0.0
-        s = np.empty(R)
-        x64 = np.empty(R)
-        w = np.empty(R, dtype=vl.dtype)
         du = 0.0
         mu = 0.0
         fin = True
@@ -231,6 +226,57 @@ def uot_fused_pass(Kmat, a, vl, fi1, n_chunks, chunk_rows, Q, u, check, part):
         part[ch, 1] = mu
         part[ch, 2] = 1.0 if fin else 0.0
         part[ch, 3] = 1.0 if ok else 0.0
+
+
+def _uot_chunk_signature(Kmat, a, vl, Q, u, part):
+    return nbtypes.none(typeof(Kmat), typeof(a), typeof(vl), nbtypes.float64, nbtypes.int64,
+                        nbtypes.int64, nbtypes.int64, typeof(Q), typeof(u), nbtypes.boolean,
+                        typeof(part))
+
+
+def uot_chunk_address(Kmat, a, vl, Q, u, part):
+    """The ``jit_address`` of ``uot_chunk`` for these arrays (``vl`` in the
+    lanes' dtype), compiled on the first request."""
+    return address_for(uot_chunk, _uot_chunk_signature, Kmat, a, vl, Q, u, part)
+
+
+@njit(**_PAR)
+def uot_pass_at(item_addr, n_workers, Kmat, a, vl, fi1, n_chunks, chunk_rows, Q, u, check, part):
+    """``uot_fused_pass`` with ``uot_chunk`` called at its address
+    ``item_addr`` (``uot_chunk_address``) on consecutive chunks, once per
+    worker (``n_workers``: the number of threads).  The parallel loop holds
+    an indirect call, not the tile loops (``numbaot.cpu._pointer``: a
+    shorter first compile)."""
+    nw = max(1, min(n_chunks, n_workers))
+    per = (n_chunks + nw - 1) // nw
+    for w in prange(nw):
+        call_at(item_addr, _NONE, Kmat, a, vl, np.float64(fi1), np.int64(w * per),
+                np.int64(min(n_chunks, (w + 1) * per)), np.int64(chunk_rows), Q, u,
+                np.bool_(check), part)
+
+
+def uot_fused_pass(Kmat, a, vl, fi1, n_chunks, chunk_rows, Q, u, check, part):
+    """One read of K: u[k, i] = (a[k, i] / (K v_k)_i)^fi1 and, per chunk of rows,
+    Q[c, k, :] = K[rows of c]^T u_k (new u; summed over chunks by
+    ``uot_col_update``).
+
+    ``vl`` (n_hists, dim_b) is v in the lanes' dtype: K's dtype (float32 lanes
+    for a float32 K) or float64 (float64 lanes for any K).  Tiles of R rows
+    (``_uot_tile_rows``), columns in blocks of UOT_COL_BLOCK: the first sweep
+    of a tile forms K v from memory, the second re-reads the tile from L2 and
+    adds K_ij u_i into the chunk's accumulators (the chunk's first tile
+    stores them: no zeroing pass).  Sums of float32 lanes are added into float64 per block of
+    columns (rows) and per group of rows (columns).
+
+    part[c] = (max |u_new - u_old|, max(|u_new|, |u_old|), 1 if every new u is
+    finite, 1 if ``check`` is off or every (K v)_i lies in [UOT_LANE_SUM_MIN,
+    UOT_LANE_SUM_MAX] and every u in the float32 lane range) over chunk c.
+
+    The host entry (the distributed solver's loop); ``uot_run`` calls
+    ``uot_pass_at`` itself.
+    """
+    uot_pass_at(uot_chunk_address(Kmat, a, vl, Q, u, part), numba.get_num_threads(), Kmat, a,
+                vl, fi1, n_chunks, chunk_rows, Q, u, check, part)
 
 
 #: (problem, block of columns) work items of ``uot_col_update``
@@ -349,12 +395,15 @@ def uot_rule(failed, du, mu, dv, mv, stopThr, errs, it):
 
 
 @njit(**_SER)
-def uot_run(Kmat, a, b, u, v, fi1, fi2, n_chunks, chunk_rows, Q, q, n_steps,
-            stopThr, errs):
+def uot_run(addr_lanes, addr_64, n_workers, Kmat, a, b, u, v, vl, fi1, fi2, n_chunks, chunk_rows,
+            Q, q, pu, n_steps, stopThr, errs):
     """Up to ``n_steps`` unbalanced Sinkhorn iterations in place (POT order).
 
     Each iteration: u = (a / K v)^fi1 and the chunk partials of K^T u in one
-    read of K (``uot_fused_pass``), then q = K^T u and v = (b / q)^fi2
+    read of K (``uot_pass_at`` with ``uot_chunk`` at ``addr_lanes`` for the
+    lane copy ``vl`` of v, at ``addr_64`` for v itself: the
+    ``uot_chunk_address`` of these arrays; ``n_workers`` threads; ``pu``
+    (n_chunks, 4) the chunks' flags), then q = K^T u and v = (b / q)^fi2
     (``uot_col_update``); then POT's stopping rule (:func:`uot_rule`): an
     iteration where K^T u has a zero or u, v get a NaN/inf is undone and the
     run stops; otherwise its err is stored in ``errs[it]`` and the run stops
@@ -372,14 +421,12 @@ def uot_run(Kmat, a, b, u, v, fi1, fi2, n_chunks, chunk_rows, Q, q, n_steps,
     K, m = v.shape
     uprev = np.empty_like(u)
     vprev = np.empty_like(v)
-    vl = np.empty((K, m), dtype=Kmat.dtype)
     narrow = Kmat.itemsize < 8
     for k in range(K):
         for j in range(m):
             vl[k, j] = v[k, j]
             if not _in_lane_range(v[k, j]):
                 narrow = False
-    pu = np.empty((n_chunks, 4))
     nb = (m + _COLS - 1) // _COLS
     pv = np.empty((K * nb, 5))
     for it in range(n_steps):
@@ -389,7 +436,8 @@ def uot_run(Kmat, a, b, u, v, fi1, fi2, n_chunks, chunk_rows, Q, q, n_steps,
         if narrow:
             # flags and columns as runtime values (np.bool_, np.int64), not
             # literals: one compile of each kernel for a float64 K, not two
-            uot_fused_pass(Kmat, a, vl, fi1, n_chunks, chunk_rows, Q, u, np.bool_(True), pu)
+            uot_pass_at(addr_lanes, n_workers, Kmat, a, vl, fi1, n_chunks, chunk_rows, Q, u,
+                        np.bool_(True), pu)
             if _all_set(pu, np.int64(3)):
                 uot_col_update(Q, b, fi2, v, vprev, vl, q, np.bool_(True), pv)
                 done = _all_set(pv, np.int64(3))
@@ -398,7 +446,8 @@ def uot_run(Kmat, a, b, u, v, fi1, fi2, n_chunks, chunk_rows, Q, q, n_steps,
                 _copy2(u, uprev)
                 _copy2(v, vprev)
         if not done:
-            uot_fused_pass(Kmat, a, v, fi1, n_chunks, chunk_rows, Q, u, np.bool_(False), pu)
+            uot_pass_at(addr_64, n_workers, Kmat, a, v, fi1, n_chunks, chunk_rows, Q, u,
+                        np.bool_(False), pu)
             uot_col_update(Q, b, fi2, v, vprev, vl, q, np.bool_(False), pv)
         if narrow and not _all_set(pv, np.int64(4)):
             narrow = False
@@ -1219,8 +1268,15 @@ def uot_steps(st, n_steps, stopThr, errs):
         return _run_steps(uot_small_run, (st.Kmat, st.a, st.b, st.u, st.v, st.fi1, st.fi2,
                                           n_steps, stopThr), n_steps, errs)
     _blocked_layout(st)
-    return _run_steps(uot_run, (st.Kmat, st.a, st.b, st.u, st.v, st.fi1, st.fi2, st.n_chunks,
-                                st.chunk_rows, st.Q, st.q, n_steps, stopThr), n_steps, errs)
+    # the lane copy of v (K's dtype) and the chunks' flags, made here so
+    # that the chunk kernel's addresses are taken for their types
+    vl = np.empty(st.v.shape, dtype=st.Kmat.dtype)
+    pu = np.empty((st.n_chunks, 4))
+    addr_lanes = uot_chunk_address(st.Kmat, st.a, vl, st.Q, st.u, pu)
+    addr_64 = uot_chunk_address(st.Kmat, st.a, st.v, st.Q, st.u, pu)
+    return _run_steps(uot_run, (addr_lanes, addr_64, numba.get_num_threads(), st.Kmat, st.a,
+                                st.b, st.u, st.v, vl, st.fi1, st.fi2, st.n_chunks,
+                                st.chunk_rows, st.Q, st.q, pu, n_steps, stopThr), n_steps, errs)
 
 
 def uot_scalings(st):
