@@ -34,6 +34,7 @@ from .._config import INNER as _INNER
 from .._config import (IMPLICIT_ABSORB, IMPLICIT_LOG_ONLY, IMPLICIT_SHIFT_MIN,
                        IMPLICIT_SUM_FLOOR, JIT_OPTIONS)
 from ._math import fast_exp, fast_exp_ftz, fast_log
+from ._pointer import NONE as _NONE
 from ._pointer import call_at, jit_address
 
 _PAR = dict(JIT_OPTIONS, parallel=True)
@@ -519,8 +520,6 @@ _A3 = types.Array(types.float64, 3, "C")
 FORWARD_LANES_SIGNATURE = types.none(
     _A3, _A2, _A2, _A2, types.int64, types.float64, _A3, _A3, types.boolean, _A3, _A2, _A2,
     _A2, _A2, _A2, _A2, _A1, _A2, _A1, _A1, types.Array(types.int64, 1, "C"), _A2, _A2)
-#: the return type of the work items, for ``call_at``
-_NONE = types.none
 
 
 _LANES_ADDRESS = []

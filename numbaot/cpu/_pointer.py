@@ -41,7 +41,11 @@ type given to ``call_at`` must be the one ``jit_address`` compiled for.
 from numba.core import cgutils, types
 from numba.extending import intrinsic
 
-__all__ = ["address_for", "call_at", "jit_address"]
+__all__ = ["NONE", "address_for", "call_at", "jit_address"]
+
+#: the return type of the work-item kernels that return nothing (``call_at``'s
+#: ``ret``, referenced as a global of the calling kernel)
+NONE = types.none
 
 _ADDRESSES = {}
 

@@ -73,6 +73,7 @@ from .._config import (
 from .. import _config
 from . import _small, chunk_layout, serial_twin
 from ._math import fast_exp, fast_exp_f32_ftz, fast_exp_ftz
+from ._pointer import NONE as _NONE
 from ._pointer import address_for, call_at
 
 _PAR = dict(JIT_OPTIONS, parallel=True)
@@ -919,8 +920,6 @@ def log_chunk(M, c, loga, v, shift_ok, col_only, dv_max, active, ch0, ch1, chunk
 
 _V32_TYPE = nbtypes.Array(nbtypes.float32, 2, "C")
 _VEC_TYPE = nbtypes.Array(nbtypes.float64, 1, "C")
-#: the return type of the chunk kernels, for ``call_at``
-_NONE = nbtypes.none
 
 
 def _log_chunk_signature(M, loga, v, active, Q, u):

@@ -60,6 +60,7 @@ from .._config import (
 )
 from . import chunk_layout, serial_twin
 from ._math import fast_exp, pow_inplace
+from ._pointer import NONE as _NONE
 from ._pointer import address_for, call_at
 from ._small import col_lse, copy_weights, screen_cost
 from .sinkhorn import axpy_rows, dot_rows, gibbs_loss, log_col_lse, merge_chunks, scaled_loss
@@ -171,10 +172,6 @@ def _in_lane_range(x):
 # --------------------------------------------------------------------------
 # Multiplicative iterations
 # --------------------------------------------------------------------------
-#: the return type of the chunk kernel, for ``call_at``
-_NONE = nbtypes.none
-
-
 @njit(**_SER, **_INNER)
 def uot_chunk(Kmat, a, vl, fi1, ch0, ch1, chunk_rows, Q, u, check, part):
     """The work of ``uot_fused_pass`` on the chunks of rows [ch0, ch1) (one
