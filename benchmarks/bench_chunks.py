@@ -57,20 +57,22 @@ def pass_table(sizes, rounds):
     for n in sizes:
         rng = np.random.default_rng(0)
         K = rng.random((n, n))
-        a = np.full(n, 1.0 / n)
+        a = np.full((1, n), 1.0 / n)
         v = rng.random((1, n))
+        scal = np.ones((1, 3))  # s, s_prev, broken
+        active = np.ones(1, dtype=np.bool_)
         reps = max(10, 100 * 512 * 512 // (n * n))
         layouts = [(c, -(-n // c)) for c in counts if n // c >= 8]
         best = {}
         for _ in range(rounds):
             for nch, cr in layouts:
                 Q = np.empty((nch, 1, n))
-                u = np.empty(n)
+                u = np.empty((1, n))
                 q = np.empty((1, n))
-                partial_fused_pass(K, a, v, 1.0, nch, cr, Q, u, q)
+                partial_fused_pass(K, a, v, scal, active, nch, cr, Q, u, q)
                 t = time.perf_counter()
                 for _ in range(reps):
-                    partial_fused_pass(K, a, v, 1.0, nch, cr, Q, u, q)
+                    partial_fused_pass(K, a, v, scal, active, nch, cr, Q, u, q)
                 best[nch] = min(best.get(nch, np.inf), (time.perf_counter() - t) / reps * 1e6)
         cur = cpu.chunk_layout(n, 1, n, memory_bound=True)
         cells = [f"{best[c]:.1f}" if c in best else "-" for c in counts]

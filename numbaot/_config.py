@@ -158,7 +158,9 @@ TILE_BYTES = 512 * 1024
 #: 30.5 -> 27.7 us at 512^2, 102 -> 84 us at 1024^2, but 356-369 -> 382-392
 #: us at 2048^2 (four rows of 64 KB spill from L1).  It costs the first call
 #: of a blocked problem 0.7-0.9 s of compile (400^2: 6.5-6.6 -> 7.3-7.5 s).
-#: One problem only: a batch keeps the tiles.
+#: One problem only: a batch keeps the tiles.  The partial-OT pass
+#: (``cpu.partial.partial_chunk``) uses the same bound: 0.90x the time per
+#: pass at 1024^2, 1.00x at 400^2-512^2 (alternating processes, 2026-11-29).
 KNOPP_ROWS_MAX_BYTES = 32 * 1024
 
 #: Unbalanced multiplicative pass (``numbaot.cpu.unbalanced.uot_fused_pass``):

@@ -18,11 +18,11 @@ q2 = 1 / v_t (a row of column factors), q3 = 1 / s_t (a scalar): with
 * K1 * q2 = s_{t-1} diag(u_t) K0, so v_t = min(b / (s_{t-1} K0^T u_t), 1);
 * K2 * q3 = diag(u_t) K0 diag(v_t), so s_t = m / sum_j v_t,j (K0^T u_t)_j.
 
-One iteration is therefore one read of K0 (``partial_fused_pass``: a tile of
-rows gives (K0 v)_i, hence u_i, and is re-read from L2 to accumulate K0^T u),
-plus O(dim_a + dim_b) work.  POT's error ||K_{t-1} - K_t||_F (every 10
-iterations) is taken in the same read of K0 as the next iteration's pass
-(``partial_fused_err_pass``, run ahead by ``partial_error``: its result is
+One iteration is therefore one read of K0 (``partial_pass_at``: a tile of
+rows gives (K0 v)_i, hence u_i, and is re-read from L1/L2 to accumulate
+K0^T u), plus O(dim_a + dim_b) work.  POT's error ||K_{t-1} - K_t||_F (every
+10 iterations) is taken in the same read of K0 as the next iteration's pass
+(``partial_pass_at`` with ``with_err``, run ahead by ``partial_error``: its result is
 kept for the next ``partial_steps``, dropped if the loop stops), so every
 iteration, checks included, reads K0 once.  The log-domain solver
 (``entropic_partial_wasserstein_logscale``) collapses the same way, with
@@ -62,19 +62,23 @@ Small problems run serial twins of the kernels (no parallel region; see
 """
 import math
 
+import numba
 import numpy as np
-from numba import njit, prange
+from numba import njit, prange, typeof
+from numba.core import types as nbtypes
 
 from .. import _config
 from .._config import INNER as _INNER
 from .._config import (
     COL_BLOCK,
+    KNOPP_ROWS_MAX_BYTES,
     JIT_OPTIONS,
     PARTIAL_SUM_FLOOR,
     ROW_SUM_FLOOR,
 )
 from . import chunk_layout, serial_twin
 from ._math import fast_exp
+from ._pointer import NONE, address_for, call_at
 from ._small import knopp_rows, row_exp_sum
 from .sinkhorn import (
     axpy_rows,
@@ -121,34 +125,55 @@ def _finite(x):
 # --------------------------------------------------------------------------
 # multiplicative domain
 # --------------------------------------------------------------------------
-@njit(**_PAR)
-def partial_fused_pass(K0, a, v, scal, active, n_chunks, chunk_rows, Q, u, q):
-    """One read of K0 for every active problem k: u[k, i] = min(a[k, i] /
-    (sp_k (K0 v_k)_i), 1) and q[k] = K0^T u_k, with sp_k = scal[k, 1].
+@njit(**_SER, **_INNER)
+def partial_chunk(K0, a, v, scal, vpp, upp, spp, active, ch0, ch1, chunk_rows, Q, u, part,
+                  with_err):
+    """The work of one iteration's pass on the chunks of rows [ch0, ch1) (one
+    thread's share), for every active problem k: u[k, i] = min(a[k, i] /
+    (sp_k (K0 v_k)_i), 1) for their rows, with sp_k = scal[k, 1], and
+    Q[ch, k, :] = K0[rows of ch]^T u_k (new u).  With ``with_err``, also
+    POT's error of the current iterate against (spp, upp, vpp), summed over
+    the active problems and the chunk's rows into part[ch]: sum_ij (K0_ij
+    (spp_k upp_ki vpp_kj - sp_k u_ki v_kj))^2 (old u), from the same read of
+    the tile; without it ``vpp``, ``upp`` and ``spp`` are unused and
+    part[ch] = 0.
 
     ``a`` is (1 or n_hists, dim_a) (one shared row or one per problem),
-    ``v``, ``q`` (n_hists, dim_b), ``u`` (n_hists, dim_a), ``Q`` (n_chunks,
-    n_hists, dim_b) the chunks' column accumulators.  Tiles of rows
-    (register-blocked dot products against a block of v_k held in L1), then
-    the same tile re-read from L1/L2 for the column accumulation, problem by
-    problem (``numbaot.cpu.sinkhorn``'s row helpers; a chunk's first tile
-    stores its accumulators): K0 streams from memory once for all problems.
-    (``knopp_fused_pass``'s row sweep of a narrow K was measured here too:
-    1.06x per iteration at 512^2 and 1.14x at 1024^2, for 0.9 s more on the
-    first call of a 400^2 problem, 7.6 -> 8.5 s; not kept.)
+    ``v`` (n_hists, dim_b), ``u`` (n_hists, dim_a), ``Q`` (n_chunks,
+    n_hists, dim_b) the chunks' column accumulators.  One problem without
+    the error, when four rows of K0 fit ``_config.KNOPP_ROWS_MAX_BYTES``:
+    each chunk's rows swept four at a time by the one-call path's loop
+    (``_small.knopp_rows`` with the scale sp and the clamp at 1), as
+    ``knopp_chunk``.  Otherwise tiles of rows (register-blocked dot products
+    against a block of v_k held in L1), then the same tile re-read from
+    L1/L2 for the column accumulation, problem by problem
+    (``numbaot.cpu.sinkhorn``'s row helpers; a chunk's first tile stores its
+    accumulators): K0 streams from memory once for all problems.  Called at
+    its address (``partial_chunk_address``) by ``partial_pass_at``, once per
+    thread (``numbaot.cpu._pointer``).
     """
     n, m = K0.shape
     n_hists = v.shape[0]
     shared_a = a.shape[0] == 1
     R = tile_rows(m, K0.itemsize)
-    for ch in prange(n_chunks):
+    # one problem only, and not with the error: as ``knopp_chunk``
+    rows4 = (n_hists == 1 and not with_err
+             and 4 * m * K0.itemsize <= KNOPP_ROWS_MAX_BYTES)
+    s = np.empty(R)
+    w = np.empty(R)
+    for ch in range(ch0, ch1):
         i0 = ch * chunk_rows
         i1 = min(n, i0 + chunk_rows)
         Qc = Q[ch]
-        if i1 <= i0:
+        if i1 <= i0 or rows4:
             Qc[:, :] = 0.0
-        s = np.empty(R)
-        w = np.empty(R)
+        acc = 0.0
+        if rows4:  # narrow K0: whole rows, four at a time (``_config``)
+            if active[0]:
+                knopp_rows(K0, a, np.int64(0), v, u, Qc, np.int64(0), scal[0, 1],
+                           np.bool_(True), np.int64(i0), np.int64(i1))
+            part[ch] = acc
+            continue
         for t0 in range(i0, i1, R):
             nr = min(i1, t0 + R) - t0
             for k in range(n_hists):
@@ -159,6 +184,16 @@ def partial_fused_pass(K0, a, v, scal, active, n_chunks, chunk_rows, Q, u, q):
                 s[:] = 0.0
                 for j0 in range(0, m, COL_BLOCK):
                     dot_rows(K0, t0, nr, v, k, j0, min(m, j0 + COL_BLOCK) - j0, s)
+                if with_err:
+                    for r in range(nr):
+                        i = t0 + r
+                        a0 = spp[k] * upp[k, i]
+                        a1 = sp * u[k, i]
+                        e = 0.0
+                        for j in range(m):
+                            d = K0[i, j] * (a0 * vpp[k, j] - a1 * v[k, j])
+                            e += d * d
+                        acc += e
                 for r in range(nr):
                     x = _min1(a[ka, t0 + r] / (sp * s[r]))
                     w[r] = x
@@ -166,7 +201,79 @@ def partial_fused_pass(K0, a, v, scal, active, n_chunks, chunk_rows, Q, u, q):
                 for j0 in range(0, m, COL_BLOCK):
                     axpy_rows(w, K0, t0, nr, Qc, k, j0, min(m, j0 + COL_BLOCK) - j0,
                               t0 == i0)
+        part[ch] = acc
+
+
+def _partial_chunk_signature(K0, a, v, scal, vpp, upp, spp, active, Q, u):
+    i64 = nbtypes.int64
+    return nbtypes.none(typeof(K0), typeof(a), typeof(v), typeof(scal), typeof(vpp),
+                        typeof(upp), typeof(spp), typeof(active), i64, i64, i64, typeof(Q),
+                        typeof(u), nbtypes.float64[::1], nbtypes.boolean)
+
+
+def partial_chunk_address(K0, a, v, scal, vpp, upp, spp, active, Q, u):
+    """The ``jit_address`` of ``partial_chunk`` for these arrays (the first
+    argument of ``partial_pass_at`` and ``partial_run``), compiled on the
+    first request."""
+    return address_for(partial_chunk, _partial_chunk_signature, K0, a, v, scal, vpp, upp, spp,
+                       active, Q, u)
+
+
+@njit(**_PAR)
+def partial_pass_at(item_addr, n_workers, K0, a, v, scal, vpp, upp, spp, active, n_chunks,
+                    chunk_rows, Q, u, q, with_err):
+    """One read of K0 for every active problem k (``partial_chunk`` called
+    at its address ``item_addr`` on consecutive chunks, once per worker;
+    ``n_workers``: the number of threads): u[k, i] = min(a[k, i] / (sp_k
+    (K0 v_k)_i), 1) and q[k] = K0^T u_k, with sp_k = scal[k, 1], the
+    chunks' column sums merged in chunk order.  Returns POT's error of the
+    current iterate against (spp, upp, vpp) summed over the active problems
+    (chunk partials summed in order) with ``with_err``, else 0.
+
+    The parallel loop holds an indirect call, not the tile loops
+    (``numbaot.cpu._pointer``), as ``knopp_pass_at``: the first call of a
+    400^2 problem 7.3 -> 4.7-5.1 s, with the four-row sweep of a narrow K0
+    (0.2-0.3 s of it; 0.90x the time per pass at 1024^2, 1.00x at
+    400^2-512^2; with the loops in the ``prange`` body the sweep had cost
+    0.9 s)."""
+    part = np.zeros(n_chunks)
+    nw = max(1, min(n_chunks, n_workers))
+    per = (n_chunks + nw - 1) // nw
+    for wk in prange(nw):
+        call_at(item_addr, NONE, K0, a, v, scal, vpp, upp, spp, active, np.int64(wk * per),
+                np.int64(min(n_chunks, (wk + 1) * per)), np.int64(chunk_rows), Q, u, part,
+                with_err)
     merge_chunks(Q, active, q)
+    tot = 0.0
+    for ch in range(n_chunks):
+        tot += part[ch]
+    return tot
+
+
+def partial_fused_pass(K0, a, v, scal, active, n_chunks, chunk_rows, Q, u, q):
+    """One read of K0 for every active problem k: u[k, i] = min(a[k, i] /
+    (sp_k (K0 v_k)_i), 1) and q[k] = K0^T u_k, with sp_k = scal[k, 1]
+    (``partial_pass_at`` on ``numba.get_num_threads()`` threads; ``Q``
+    (n_chunks, n_hists, dim_b) the chunks' column accumulators).  For host
+    callers (benchmarks); ``partial_run`` calls ``partial_pass_at``."""
+    spp = np.zeros(v.shape[0])  # the error's arrays, unused: (v, u, spp) stand in
+    partial_pass_at(partial_chunk_address(K0, a, v, scal, v, u, spp, active, Q, u),
+                    numba.get_num_threads(), K0, a, v, scal, v, u, spp, active, n_chunks,
+                    chunk_rows, Q, u, q, np.bool_(False))
+
+
+def _err_pass(pass_at, n_workers):
+    """The launcher's ``err_pass`` around ``pass_at`` (the parallel kernel
+    or its serial twin): ``partial_pass_at`` of the next iteration (u is
+    overwritten with u_next, q = K0^T u_next) that also returns POT's error
+    of the current one, summed over the active problems: sum_k sum_ij (K0_ij
+    (spp_k upp_ki vpp_kj - s_k u_ki v_kj))^2, from the same read of K0,
+    with s_k = scal[k, 1] the current s (the next iteration's s_prev)."""
+    def err_pass(K0, a, v, scal, vpp, upp, spp, active, n_chunks, chunk_rows, Q, u, q):
+        addr = partial_chunk_address(K0, a, v, scal, vpp, upp, spp, active, Q, u)
+        return pass_at(addr, n_workers(), K0, a, v, scal, vpp, upp, spp, active, n_chunks,
+                       chunk_rows, Q, u, q, np.bool_(True))
+    return err_pass
 
 
 @njit(inline="always", **_SER)
@@ -249,9 +356,13 @@ def _begin_step(u, v, up, vp, scal, active, fail_at, it, save):
 
 
 @njit(**_SER)
-def partial_run(K0, a, b, mass, u, v, up, vp, scal, kmin, zero_below, active, fail_at, cnt,
-                n_chunks, chunk_rows, Q, q, n_steps):
-    """Up to ``n_steps`` iterations of every active problem, in place.
+def partial_run(item_addr, n_workers, K0, a, b, mass, u, v, up, vp, scal, kmin, zero_below,
+                active, fail_at, cnt, n_chunks, chunk_rows, Q, q, n_steps):
+    """Up to ``n_steps`` iterations of every active problem, in place; each
+    iteration's pass is ``partial_pass_at`` with ``item_addr`` =
+    ``partial_chunk_address(K0, a, v, scal, vp, up, kmin, active, Q, u)``
+    (the error's arrays unused: ``vp``, ``up``, ``kmin`` stand in for them)
+    and ``n_workers`` threads.
 
     ``scal`` (n_hists, 3) = [s, s_prev, broken] per problem: ``broken`` is
     set when POT's corrections would hold a NaN/inf (a zero in K0, u, v or
@@ -265,67 +376,12 @@ def partial_run(K0, a, b, mass, u, v, up, vp, scal, kmin, zero_below, active, fa
         it = cnt[0]
         if _begin_step(u, v, up, vp, scal, active, fail_at, it, t == n_steps - 1) == 0:
             return t, True
-        partial_fused_pass(K0, a, v, scal, active, n_chunks, chunk_rows, Q, u, q)
+        partial_pass_at(item_addr, n_workers, K0, a, v, scal, vp, up, kmin, active, n_chunks,
+                        chunk_rows, Q, u, q, np.bool_(False))
         cnt[0] = it + 1
         if _finish_step(b, mass, u, v, scal, kmin, zero_below, q, active, fail_at, it) == 0:
             return t, True
     return n_steps, False
-
-
-@njit(**_PAR)
-def partial_fused_err_pass(K0, a, v, scal, vpp, upp, spp, active, n_chunks, chunk_rows, Q,
-                           u, q):
-    """``partial_fused_pass`` of the next iteration (u is overwritten with
-    u_next, q = K0^T u_next) that also returns POT's error of the current
-    one, summed over the active problems: sum_k sum_ij (K0_ij (spp_k
-    upp_ki vpp_kj - s_k u_ki v_kj))^2, from the same read of K0 (each
-    tile's rows are re-read from L1/L2; chunk partials summed in order).
-    s_k = scal[k, 1] is the current s (the next iteration's s_prev)."""
-    n, m = K0.shape
-    n_hists = v.shape[0]
-    shared_a = a.shape[0] == 1
-    R = tile_rows(m, K0.itemsize)
-    part = np.zeros(n_chunks)
-    for ch in prange(n_chunks):
-        i0 = ch * chunk_rows
-        i1 = min(n, i0 + chunk_rows)
-        Qc = Q[ch]
-        if i1 <= i0:
-            Qc[:, :] = 0.0
-        rs = np.empty(R)
-        w = np.empty(R)
-        acc = 0.0
-        for t0 in range(i0, i1, R):
-            nr = min(i1, t0 + R) - t0
-            for k in range(n_hists):
-                if not active[k]:
-                    continue
-                ka = 0 if shared_a else k
-                s = scal[k, 1]
-                rs[:] = 0.0
-                for j0 in range(0, m, COL_BLOCK):
-                    dot_rows(K0, t0, nr, v, k, j0, min(m, j0 + COL_BLOCK) - j0, rs)
-                for r in range(nr):
-                    i = t0 + r
-                    a0 = spp[k] * upp[k, i]
-                    a1 = s * u[k, i]
-                    e = 0.0
-                    for j in range(m):
-                        d = K0[i, j] * (a0 * vpp[k, j] - a1 * v[k, j])
-                        e += d * d
-                    acc += e
-                    x = _min1(a[ka, i] / (s * rs[r]))
-                    w[r] = x
-                    u[k, i] = x
-                for j0 in range(0, m, COL_BLOCK):
-                    axpy_rows(w, K0, t0, nr, Qc, k, j0, min(m, j0 + COL_BLOCK) - j0,
-                              t0 == i0)
-        part[ch] = acc
-    merge_chunks(Q, active, q)
-    tot = 0.0
-    for ch in range(n_chunks):
-        tot += part[ch]
-    return tot
 
 
 @njit(**_PAR)
@@ -568,8 +624,7 @@ def partial_log_err2(u, v, sv, up, vp, active, n_chunks, chunk_rows):
 # "Entropic partial OT") measured the small path faster at every size up to
 # 256^2 in every run (parallel / small time 1.13-2.85) and 0.88-1.41 at
 # 362^2; log domain 1.04-1.31 at 64-128 (the whole loop) against 0.78 at 181.
-partial_fused_err_pass_serial = serial_twin(partial_fused_err_pass,
-                                            merge_chunks=merge_chunks_serial)
+partial_pass_at_serial = serial_twin(partial_pass_at, merge_chunks=merge_chunks_serial)
 partial_err2_serial = serial_twin(partial_err2)
 partial_log_fused_pass_serial = serial_twin(partial_log_fused_pass, inner=True,
                                             merge_chunks=merge_chunks_serial)
@@ -779,8 +834,8 @@ def partial_log_plans(M, c, f, g, out):
 
 #: (parallel kernel, its serial twin) of each launcher's call
 _KERNELS = {
-    "run": (partial_run, partial_run_serial),
-    "err_pass": (partial_fused_err_pass, partial_fused_err_pass_serial),
+    "err_pass": (_err_pass(partial_pass_at, numba.get_num_threads),
+                 _err_pass(partial_pass_at_serial, lambda: 1)),
     "err2": (partial_err2, partial_err2_serial),
     "plan": (scaled_plan, scaled_plan_serial),
     "plans": (partial_plans, serial_twin(partial_plans)),
@@ -924,10 +979,15 @@ def partial_steps(st, n_steps):
                             st.active, st.fail_at, it) == 0:
                 st.stopped = True
                 return 0, True
-        more, stopped = st.k["run"](st.K0, st.a, st.b, st.mass, st.u, st.v, st.up, st.vp,
-                                    st.scal, st.kmin, st.zero_below, st.active, st.fail_at,
-                                    st.cnt, st.n_chunks, st.chunk_rows, st.Q, st.q,
-                                    n_steps - done)
+        args = (st.K0, st.a, st.b, st.mass, st.u, st.v, st.up, st.vp, st.scal, st.kmin,
+                st.zero_below, st.active, st.fail_at, st.cnt, st.n_chunks, st.chunk_rows, st.Q,
+                st.q, n_steps - done)
+        if st.small:
+            more, stopped = partial_run_serial(*args)
+        else:
+            addr = partial_chunk_address(st.K0, st.a, st.v, st.scal, st.vp, st.up, st.kmin,
+                                         st.active, st.Q, st.u)
+            more, stopped = partial_run(addr, numba.get_num_threads(), *args)
     st.started = True
     st.stopped = bool(stopped)
     return done + int(more), bool(stopped)
