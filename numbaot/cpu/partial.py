@@ -71,7 +71,6 @@ from .. import _config
 from .._config import INNER as _INNER
 from .._config import (
     COL_BLOCK,
-    KNOPP_ROWS_MAX_BYTES,
     JIT_OPTIONS,
     PARTIAL_SUM_FLOOR,
     ROW_SUM_FLOOR,
@@ -87,6 +86,7 @@ from .sinkhorn import (
     gibbs_kernel_serial,
     gibbs_loss,
     gibbs_loss_serial,
+    knopp_rows_fit,
     log_col_lse,
     merge_chunks,
     merge_chunks_serial,
@@ -140,40 +140,28 @@ def partial_chunk(K0, a, v, scal, vpp, upp, spp, active, ch0, ch1, chunk_rows, Q
 
     ``a`` is (1 or n_hists, dim_a) (one shared row or one per problem),
     ``v`` (n_hists, dim_b), ``u`` (n_hists, dim_a), ``Q`` (n_chunks,
-    n_hists, dim_b) the chunks' column accumulators.  One problem without
-    the error, when four rows of K0 fit ``_config.KNOPP_ROWS_MAX_BYTES``:
-    each chunk's rows swept four at a time by the one-call path's loop
-    (``_small.knopp_rows`` with the scale sp and the clamp at 1), as
-    ``knopp_chunk``.  Otherwise tiles of rows (register-blocked dot products
-    against a block of v_k held in L1), then the same tile re-read from
-    L1/L2 for the column accumulation, problem by problem
-    (``numbaot.cpu.sinkhorn``'s row helpers; a chunk's first tile stores its
-    accumulators): K0 streams from memory once for all problems.  Called at
-    its address (``partial_chunk_address``) by ``partial_pass_at``, once per
-    thread (``numbaot.cpu._pointer``).
+    n_hists, dim_b) the chunks' column accumulators.  Tiles of rows
+    (register-blocked dot products against a block of v_k held in L1), then
+    the same tile re-read from L1/L2 for the column accumulation, problem by
+    problem (``numbaot.cpu.sinkhorn``'s row helpers; a chunk's first tile
+    stores its accumulators): K0 streams from memory once for all problems.
+    One problem of narrow rows runs ``partial_rows_chunk`` instead.  Called
+    at its address (``partial_chunk_address``) by ``partial_pass_at``, once
+    per thread (``numbaot.cpu._pointer``).
     """
     n, m = K0.shape
     n_hists = v.shape[0]
     shared_a = a.shape[0] == 1
     R = tile_rows(m, K0.itemsize)
-    # one problem only, and not with the error: as ``knopp_chunk``
-    rows4 = (n_hists == 1 and not with_err
-             and 4 * m * K0.itemsize <= KNOPP_ROWS_MAX_BYTES)
     s = np.empty(R)
     w = np.empty(R)
     for ch in range(ch0, ch1):
         i0 = ch * chunk_rows
         i1 = min(n, i0 + chunk_rows)
         Qc = Q[ch]
-        if i1 <= i0 or rows4:
+        if i1 <= i0:
             Qc[:, :] = 0.0
         acc = 0.0
-        if rows4:  # narrow K0: whole rows, four at a time (``_config``)
-            if active[0]:
-                knopp_rows(K0, a, np.int64(0), v, u, Qc, np.int64(0), scal[0, 1],
-                           np.bool_(True), np.int64(i0), np.int64(i1))
-            part[ch] = acc
-            continue
         for t0 in range(i0, i1, R):
             nr = min(i1, t0 + R) - t0
             for k in range(n_hists):
@@ -204,6 +192,45 @@ def partial_chunk(K0, a, v, scal, vpp, upp, spp, active, ch0, ch1, chunk_rows, Q
         part[ch] = acc
 
 
+@njit(**_SER, **_INNER)
+def partial_rows_chunk(K0, a, v, scal, vpp, upp, spp, active, ch0, ch1, chunk_rows, Q, u, part,
+                       with_err):
+    """``partial_chunk`` for one problem whose four rows of K0 fit
+    ``_config.KNOPP_ROWS_MAX_BYTES`` (``sinkhorn.knopp_rows_fit``): each
+    chunk's rows swept four at a time by the one-call path's loop
+    (``_small.knopp_rows`` with the scale sp and the clamp at 1), as
+    ``sinkhorn.knopp_rows_chunk``; with ``with_err``, each group of four
+    rows gives its error terms just before the sweep reads it (the rows are
+    then in L1).  No tile helpers to compile (1.5 s of a first call at
+    400^2)."""
+    n, m = K0.shape
+    sp = scal[0, 1]
+    for ch in range(ch0, ch1):
+        i0 = ch * chunk_rows
+        i1 = min(n, i0 + chunk_rows)
+        Qc = Q[ch]
+        Qc[:, :] = 0.0
+        acc = 0.0
+        if active[0]:
+            if with_err:
+                for g0 in range(i0, i1, 4):
+                    g1 = min(i1, g0 + 4)
+                    for i in range(g0, g1):
+                        a0 = spp[0] * upp[0, i]
+                        a1 = sp * u[0, i]
+                        e = 0.0
+                        for j in range(m):
+                            d = K0[i, j] * (a0 * vpp[0, j] - a1 * v[0, j])
+                            e += d * d
+                        acc += e
+                    knopp_rows(K0, a, np.int64(0), v, u, Qc, np.int64(0), sp, np.bool_(True),
+                               np.int64(g0), np.int64(g1))
+            else:
+                knopp_rows(K0, a, np.int64(0), v, u, Qc, np.int64(0), sp, np.bool_(True),
+                           np.int64(i0), np.int64(i1))
+        part[ch] = acc
+
+
 def _partial_chunk_signature(K0, a, v, scal, vpp, upp, spp, active, Q, u):
     i64 = nbtypes.int64
     return nbtypes.none(typeof(K0), typeof(a), typeof(v), typeof(scal), typeof(vpp),
@@ -212,11 +239,13 @@ def _partial_chunk_signature(K0, a, v, scal, vpp, upp, spp, active, Q, u):
 
 
 def partial_chunk_address(K0, a, v, scal, vpp, upp, spp, active, Q, u):
-    """The ``jit_address`` of ``partial_chunk`` for these arrays (the first
-    argument of ``partial_pass_at`` and ``partial_run``), compiled on the
+    """The ``jit_address`` of the chunk work for these arrays (the first
+    argument of ``partial_pass_at`` and ``partial_run``):
+    ``partial_rows_chunk`` for one problem of narrow rows
+    (``sinkhorn.knopp_rows_fit``), else ``partial_chunk``; compiled on the
     first request."""
-    return address_for(partial_chunk, _partial_chunk_signature, K0, a, v, scal, vpp, upp, spp,
-                       active, Q, u)
+    return address_for(partial_rows_chunk if knopp_rows_fit(K0, v.shape[0]) else partial_chunk,
+                       _partial_chunk_signature, K0, a, v, scal, vpp, upp, spp, active, Q, u)
 
 
 @njit(**_PAR)
@@ -231,11 +260,13 @@ def partial_pass_at(item_addr, n_workers, K0, a, v, scal, vpp, upp, spp, active,
     (chunk partials summed in order) with ``with_err``, else 0.
 
     The parallel loop holds an indirect call, not the tile loops
-    (``numbaot.cpu._pointer``), as ``knopp_pass_at``: the first call of a
-    400^2 problem 7.3 -> 4.7-5.1 s, with the four-row sweep of a narrow K0
-    (0.2-0.3 s of it; 0.90x the time per pass at 1024^2, 1.00x at
-    400^2-512^2; with the loops in the ``prange`` body the sweep had cost
-    0.9 s)."""
+    (``numbaot.cpu._pointer``), as ``knopp_pass_at``, and the chunks merge
+    on the calling thread (one parallel region per pass: 0.88-0.92x the
+    time per pass at 400^2-512^2, 1.00-1.02x at 1024^2-4000^2).  The first
+    call of a 400^2 problem: 7.3 -> 4.5-4.7 s with the chunk work at its
+    address, 2.7-2.9 s with the serial merge and the four-row sweep of a
+    narrow K0 in a kernel of its own (``partial_rows_chunk``: no tile
+    helpers to compile; 0.90x the time per pass at 1024^2)."""
     part = np.zeros(n_chunks)
     nw = max(1, min(n_chunks, n_workers))
     per = (n_chunks + nw - 1) // nw
@@ -243,7 +274,7 @@ def partial_pass_at(item_addr, n_workers, K0, a, v, scal, vpp, upp, spp, active,
         call_at(item_addr, NONE, K0, a, v, scal, vpp, upp, spp, active, np.int64(wk * per),
                 np.int64(min(n_chunks, (wk + 1) * per)), np.int64(chunk_rows), Q, u, part,
                 with_err)
-    merge_chunks(Q, active, q)
+    merge_chunks_serial(Q, active, q)
     tot = 0.0
     for ch in range(n_chunks):
         tot += part[ch]
@@ -624,7 +655,7 @@ def partial_log_err2(u, v, sv, up, vp, active, n_chunks, chunk_rows):
 # "Entropic partial OT") measured the small path faster at every size up to
 # 256^2 in every run (parallel / small time 1.13-2.85) and 0.88-1.41 at
 # 362^2; log domain 1.04-1.31 at 64-128 (the whole loop) against 0.78 at 181.
-partial_pass_at_serial = serial_twin(partial_pass_at, merge_chunks=merge_chunks_serial)
+partial_pass_at_serial = serial_twin(partial_pass_at)
 partial_err2_serial = serial_twin(partial_err2)
 partial_log_fused_pass_serial = serial_twin(partial_log_fused_pass, inner=True,
                                             merge_chunks=merge_chunks_serial)

@@ -62,7 +62,6 @@ from .._config import (
     COL_TILE_ROWS,
     EXP_BLOCK,
     JIT_OPTIONS,
-    KNOPP_ROWS_MAX_BYTES,
     LOG_F32_MAX_SCALE,
     ROW_SUM_FLOOR,
     ROW_TILE,
@@ -500,7 +499,7 @@ def knopp_col_sums(Kmat, u, n_chunks, chunk_rows, Q, q):
                 uki = u[k, i]
                 for j in range(m):
                     Qc[k, j] += Kmat[i, j] * uki
-    merge_chunks(Q, np.ones(K, dtype=np.bool_), q)
+    merge_chunks_serial(Q, np.ones(K, dtype=np.bool_), q)
 
 
 @njit(**_SER, **_INNER)
@@ -513,42 +512,52 @@ def tile_rows(m, itemsize):
 
 
 @njit(**_SER, **_INNER)
+def knopp_rows_chunk(Kmat, a, v, ch0, ch1, chunk_rows, Q, u):
+    """``knopp_chunk`` for one problem whose four rows of K fit
+    ``_config.KNOPP_ROWS_MAX_BYTES`` (``knopp_rows_fit``): each chunk's rows
+    swept four at a time by the one-call path's loop (``_small.knopp_rows``:
+    whole rows, no column blocks or tile buffers; the four rows stay in L1
+    between their row sums and their column sums).  A kernel of its own, so
+    that a problem of this shape compiles none of the tile helpers (1.5 s of
+    a first call at 400^2)."""
+    n = Kmat.shape[0]
+    for ch in range(ch0, ch1):
+        i0 = ch * chunk_rows
+        i1 = min(n, i0 + chunk_rows)
+        Qc = Q[ch]
+        Qc[:, :] = 0.0
+        _small.knopp_rows(Kmat, a, np.int64(0), v, u, Qc, np.int64(0), np.float64(1.0),
+                          np.bool_(False), np.int64(i0), np.int64(i1))
+
+
+@njit(**_SER, **_INNER)
 def knopp_chunk(Kmat, a, v, ch0, ch1, chunk_rows, Q, u):
     """The work of ``knopp_fused_pass`` on the chunks of rows [ch0, ch1) (one
     thread's share): u[k, i] = a[k, i] / (K v_k)_i for their rows and
     Q[ch, k, :] = K[rows of ch]^T u_k (new u).
 
-    A narrow K (four rows within ``_config.KNOPP_ROWS_MAX_BYTES``) of one
-    problem is swept by the one-call path's four-row loop over each chunk's
-    rows (``_small.knopp_rows``); a batch keeps the tiles (re-read from L1
-    for each problem).  Wider rows are processed in tiles of a few rows and
-    columns in blocks of COL_BLOCK, so that the block of v (first pass) and
-    of the column accumulators (second pass) stays in L1 while a tile's rows
-    stream through; the second pass re-reads the tile from L2, never from
-    memory.  Both passes work on groups of ``tile_rows`` (8 or 4) rows, so
-    each load of v and each load/store of an accumulator serves the whole
-    group; a chunk's first tile stores its accumulators (no zeroing pass).
+    Rows are processed in tiles of a few rows and columns in blocks of
+    COL_BLOCK, so that the block of v (first pass) and of the column
+    accumulators (second pass) stays in L1 while a tile's rows stream
+    through; the second pass re-reads the tile from L2, never from memory;
+    a batch re-reads each tile per problem from L1.  Both passes work on
+    groups of ``tile_rows`` (8 or 4) rows, so each load of v and each
+    load/store of an accumulator serves the whole group; a chunk's first
+    tile stores its accumulators (no zeroing pass).  A narrow K of one
+    problem runs ``knopp_rows_chunk`` instead (``knopp_chunk_address``).
     """
     n, m = Kmat.shape
     K = v.shape[0]
     shared_a = a.shape[0] == 1
     R = tile_rows(m, Kmat.itemsize)
-    # one problem only: a batch re-reads each tile per problem from L1
-    rows4 = K == 1 and 4 * m * Kmat.itemsize <= KNOPP_ROWS_MAX_BYTES
     s = np.empty(R)
     w = np.empty(R)
     for ch in range(ch0, ch1):
         i0 = ch * chunk_rows
         i1 = min(n, i0 + chunk_rows)
         Qc = Q[ch]
-        if i1 <= i0 or rows4:
+        if i1 <= i0:
             Qc[:, :] = 0.0
-        if rows4:  # narrow K: whole rows, four at a time (``_config``)
-            for k in range(K):
-                ka = 0 if shared_a else k  # not in the call (see partial._small_run)
-                _small.knopp_rows(Kmat, a, ka, v, u, Qc, k, np.float64(1.0), np.bool_(False),
-                                  np.int64(i0), np.int64(i1))
-            continue
         for t0 in range(i0, i1, R):
             nr = min(i1, t0 + R) - t0
             for k in range(K):
@@ -564,34 +573,47 @@ def knopp_chunk(Kmat, a, v, ch0, ch1, chunk_rows, Q, u):
                               t0 == i0)
 
 
+def knopp_rows_fit(K, n_hists):
+    """Whether the blocked passes sweep K (dim_a, dim_b) four whole rows at a
+    time (one problem, four rows within ``_config.KNOPP_ROWS_MAX_BYTES``)
+    rather than in tiles."""
+    return n_hists == 1 and 4 * K.shape[1] * K.itemsize <= _config.KNOPP_ROWS_MAX_BYTES
+
+
 def _knopp_chunk_signature(Kmat, a, v, Q, u):
     return nbtypes.none(typeof(Kmat), typeof(a), typeof(v), nbtypes.int64, nbtypes.int64,
                         nbtypes.int64, typeof(Q), typeof(u))
 
 
 def knopp_chunk_address(Kmat, a, v, Q, u):
-    """The ``jit_address`` of ``knopp_chunk`` for these arrays (the first
-    argument of ``knopp_pass_at`` and ``knopp_run``), compiled on the first
-    request."""
-    return address_for(knopp_chunk, _knopp_chunk_signature, Kmat, a, v, Q, u)
+    """The ``jit_address`` of the chunk work for these arrays (the first
+    argument of ``knopp_pass_at`` and ``knopp_run``): ``knopp_rows_chunk``
+    for one problem of narrow rows (``knopp_rows_fit``), else
+    ``knopp_chunk``; compiled on the first request."""
+    return address_for(knopp_rows_chunk if knopp_rows_fit(Kmat, v.shape[0]) else knopp_chunk,
+                       _knopp_chunk_signature, Kmat, a, v, Q, u)
 
 
 @njit(**_PAR)
 def knopp_pass_at(item_addr, n_workers, Kmat, a, v, n_chunks, chunk_rows, Q, u, q):
-    """``knopp_fused_pass`` with ``knopp_chunk`` called at its address
-    ``item_addr`` (``knopp_chunk_address``) on consecutive chunks, once per
-    worker (``n_workers``: the number of threads), then the chunks' column
-    sums merged in chunk order.  The parallel loop holds an indirect call,
-    not the tile loops (``numbaot.cpu._pointer``): a blocked problem's first
-    call 1.6-1.8 s shorter than with the loops inside the ``prange`` body
-    (7.6 -> 5.9-6.1 s at 400^2)."""
+    """``knopp_fused_pass`` with the chunk work (``knopp_chunk`` or
+    ``knopp_rows_chunk``) called at its address ``item_addr``
+    (``knopp_chunk_address``) on consecutive chunks, once per worker
+    (``n_workers``: the number of threads), then the chunks' column sums
+    merged in chunk order on the calling thread.  The parallel loop holds an
+    indirect call, not the tile loops (``numbaot.cpu._pointer``): a blocked
+    problem's first call 1.6-1.8 s shorter than with the loops inside the
+    ``prange`` body (7.6 -> 5.9-6.1 s at 400^2), then 5.7 -> 3.3-3.4 s with
+    the serial merge and the four-row sweep in a kernel of its own.  The
+    serial merge (one parallel region per pass, not two): 0.86-0.91x the
+    time per pass at 400^2-512^2, 0.99-1.02x at 1024^2-4000^2."""
     K = v.shape[0]
     nw = max(1, min(n_chunks, n_workers))
     per = (n_chunks + nw - 1) // nw
     for w in prange(nw):
         call_at(item_addr, _NONE, Kmat, a, v, np.int64(w * per),
                 np.int64(min(n_chunks, (w + 1) * per)), np.int64(chunk_rows), Q, u)
-    merge_chunks(Q, np.ones(K, dtype=np.bool_), q)
+    merge_chunks_serial(Q, np.ones(K, dtype=np.bool_), q)
 
 
 def knopp_fused_pass(Kmat, a, v, n_chunks, chunk_rows, Q, u, q):
