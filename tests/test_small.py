@@ -322,7 +322,7 @@ def test_bad_input_raises_as_full_path(blocked, method, name, args):
 # --------------------------------------------------------------------------
 _PARALLEL = ("gibbs_kernel", "scaled_plan", "scaled_loss", "gibbs_loss", "knopp_run",
              "knopp_run_pm", "log_run", "log_run_pm", "log_col_lse", "knopp_col_sums",
-             "knopp_col_sums_pm", "merge_chunks")
+             "knopp_col_sums_pm", "merge_chunks", "knopp_pass_at")
 
 
 @pytest.mark.parametrize("method", METHODS)

@@ -512,14 +512,14 @@ def tile_rows(m, itemsize):
 
 
 @njit(**_SER, **_INNER)
-def knopp_rows_chunk(Kmat, a, v, ch0, ch1, chunk_rows, Q, u):
+def knopp_rows_chunk(M, c, Kmat, a, v, ch0, ch1, chunk_rows, Q, u):
     """``knopp_chunk`` for one problem whose four rows of K fit
     ``_config.KNOPP_ROWS_MAX_BYTES`` (``knopp_rows_fit``): each chunk's rows
     swept four at a time by the one-call path's loop (``_small.knopp_rows``:
     whole rows, no column blocks or tile buffers; the four rows stay in L1
     between their row sums and their column sums).  A kernel of its own, so
     that a problem of this shape compiles none of the tile helpers (1.5 s of
-    a first call at 400^2)."""
+    a first call at 400^2).  ``M`` and ``c`` are unused."""
     n = Kmat.shape[0]
     for ch in range(ch0, ch1):
         i0 = ch * chunk_rows
@@ -531,10 +531,11 @@ def knopp_rows_chunk(Kmat, a, v, ch0, ch1, chunk_rows, Q, u):
 
 
 @njit(**_SER, **_INNER)
-def knopp_chunk(Kmat, a, v, ch0, ch1, chunk_rows, Q, u):
+def knopp_chunk(M, c, Kmat, a, v, ch0, ch1, chunk_rows, Q, u):
     """The work of ``knopp_fused_pass`` on the chunks of rows [ch0, ch1) (one
     thread's share): u[k, i] = a[k, i] / (K v_k)_i for their rows and
-    Q[ch, k, :] = K[rows of ch]^T u_k (new u).
+    Q[ch, k, :] = K[rows of ch]^T u_k (new u).  ``M`` and ``c`` are unused
+    (the chunk kernels' common signature: ``knopp_prepare_chunk``).
 
     Rows are processed in tiles of a few rows and columns in blocks of
     COL_BLOCK, so that the block of v (first pass) and of the column
@@ -580,22 +581,94 @@ def knopp_rows_fit(K, n_hists):
     return n_hists == 1 and 4 * K.shape[1] * K.itemsize <= _config.KNOPP_ROWS_MAX_BYTES
 
 
-def _knopp_chunk_signature(Kmat, a, v, Q, u):
-    return nbtypes.none(typeof(Kmat), typeof(a), typeof(v), nbtypes.int64, nbtypes.int64,
-                        nbtypes.int64, typeof(Q), typeof(u))
+@njit(**_SER, **_INNER)
+def knopp_prepare_chunk(M, c, Kmat, a, v, ch0, ch1, chunk_rows, Q, u):
+    """The blocked solve's first pass on the chunks of rows [ch0, ch1): the
+    rows of the Gibbs kernel, Kmat[i, j] = exp(c M[i, j]) (in Kmat's dtype,
+    as ``gibbs_kernel`` with f = g = 0), and Q[ch, k, :] = K[rows of
+    ch]^T u_k from each row just written (still in L1; the order of
+    ``knopp_col_sums``: the same bits).  ``a`` and ``v`` are unused.  Run
+    through ``knopp_pass_at`` (``knopp_prepare_address``): K and K^T u in
+    one parallel pass, and no parallel kernel of their own to compile (0.6 s
+    for ``gibbs_kernel``, 0.5 s with its merge for ``knopp_col_sums``, on a
+    first call)."""
+    n, m = M.shape
+    K = u.shape[0]
+    for ch in range(ch0, ch1):
+        i0 = ch * chunk_rows
+        i1 = min(n, i0 + chunk_rows)
+        Qc = Q[ch]
+        Qc[:, :] = 0.0
+        for i in range(i0, i1):
+            for j in range(m):
+                Kmat[i, j] = fast_exp(c * M[i, j])
+            for k in range(K):
+                uki = u[k, i]
+                for j in range(m):
+                    Qc[k, j] += Kmat[i, j] * uki
 
 
-def knopp_chunk_address(Kmat, a, v, Q, u):
+def _knopp_chunk_signature(M, Kmat, a, v, Q, u):
+    i64 = nbtypes.int64
+    return nbtypes.none(typeof(M), nbtypes.float64, typeof(Kmat), typeof(a), typeof(v), i64,
+                        i64, i64, typeof(Q), typeof(u))
+
+
+def knopp_chunk_address(M, Kmat, a, v, Q, u):
     """The ``jit_address`` of the chunk work for these arrays (the first
     argument of ``knopp_pass_at`` and ``knopp_run``): ``knopp_rows_chunk``
     for one problem of narrow rows (``knopp_rows_fit``), else
-    ``knopp_chunk``; compiled on the first request."""
+    ``knopp_chunk``; compiled on the first request.  ``M``: the array
+    passed in ``knopp_pass_at``'s M slot (unused by these kernels; any
+    array, e.g. Kmat, whose type is then part of the signature)."""
     return address_for(knopp_rows_chunk if knopp_rows_fit(Kmat, v.shape[0]) else knopp_chunk,
-                       _knopp_chunk_signature, Kmat, a, v, Q, u)
+                       _knopp_chunk_signature, M, Kmat, a, v, Q, u)
+
+
+def knopp_prepare_address(M, Kmat, a, v, Q, u):
+    """The ``jit_address`` of ``knopp_prepare_chunk`` for these arrays."""
+    return address_for(knopp_prepare_chunk, _knopp_chunk_signature, M, Kmat, a, v, Q, u)
+
+
+@njit(**_SER, **_INNER)
+def knopp_plan_chunk(M, c, Kmat, a, v, ch0, ch1, chunk_rows, Q, u):
+    """The first problem's plan in place of K on the chunks of rows [ch0,
+    ch1): Kmat[i, j] = u[0, i] K[i, j] v[0, j] (``scaled_plan``'s
+    expression: the same bits).  Q is left as it is (so the merge of
+    ``knopp_pass_at`` writes q = K^T u again); ``M``, ``c`` and ``a`` are
+    unused."""
+    n, m = Kmat.shape
+    for i in range(ch0 * chunk_rows, min(n, ch1 * chunk_rows)):
+        ui = u[0, i]
+        for j in range(m):
+            Kmat[i, j] = ui * Kmat[i, j] * v[0, j]
+
+
+@njit(**_SER, **_INNER)
+def knopp_loss_chunk(M, c, Kmat, a, v, ch0, ch1, chunk_rows, Q, u):
+    """<plan_k, M> of every problem k over the chunks of rows [ch0, ch1),
+    chunk by chunk: Q[ch, k, 0] = sum over the chunk's rows of u[k, i]
+    sum_j M[i, j] K[i, j] v[k, j] (``scaled_loss``'s order), Q[ch, k, 1:]
+    = 0, so that ``knopp_pass_at``'s merge leaves the losses, summed in
+    chunk order, in q[:, 0] (the same bits as ``scaled_loss``).  ``c`` and
+    ``a`` are unused."""
+    n, m = Kmat.shape
+    K = v.shape[0]
+    for ch in range(ch0, ch1):
+        i0 = ch * chunk_rows
+        i1 = min(n, i0 + chunk_rows)
+        Qc = Q[ch]
+        Qc[:, :] = 0.0
+        for i in range(i0, i1):
+            for k in range(K):
+                s = 0.0
+                for j in range(m):
+                    s += M[i, j] * Kmat[i, j] * v[k, j]
+                Qc[k, 0] += s * u[k, i]
 
 
 @njit(**_PAR)
-def knopp_pass_at(item_addr, n_workers, Kmat, a, v, n_chunks, chunk_rows, Q, u, q):
+def knopp_pass_at(item_addr, n_workers, M, c, Kmat, a, v, n_chunks, chunk_rows, Q, u, q):
     """``knopp_fused_pass`` with the chunk work (``knopp_chunk`` or
     ``knopp_rows_chunk``) called at its address ``item_addr``
     (``knopp_chunk_address``) on consecutive chunks, once per worker
@@ -606,12 +679,15 @@ def knopp_pass_at(item_addr, n_workers, Kmat, a, v, n_chunks, chunk_rows, Q, u, 
     ``prange`` body (7.6 -> 5.9-6.1 s at 400^2), then 5.7 -> 3.3-3.4 s with
     the serial merge and the four-row sweep in a kernel of its own.  The
     serial merge (one parallel region per pass, not two): 0.86-0.91x the
-    time per pass at 400^2-512^2, 0.99-1.02x at 1024^2-4000^2."""
+    time per pass at 400^2-512^2, 0.99-1.02x at 1024^2-4000^2.  With the
+    address of ``knopp_prepare_chunk`` (``knopp_prepare_address``), the
+    solve's first pass: K = exp(c M) and q = K^T u.  ``M`` and ``c`` go to
+    the chunk kernel as they are."""
     K = v.shape[0]
     nw = max(1, min(n_chunks, n_workers))
     per = (n_chunks + nw - 1) // nw
     for w in prange(nw):
-        call_at(item_addr, _NONE, Kmat, a, v, np.int64(w * per),
+        call_at(item_addr, _NONE, M, c, Kmat, a, v, np.int64(w * per),
                 np.int64(min(n_chunks, (w + 1) * per)), np.int64(chunk_rows), Q, u)
     merge_chunks_serial(Q, np.ones(K, dtype=np.bool_), q)
 
@@ -624,9 +700,10 @@ def knopp_fused_pass(Kmat, a, v, n_chunks, chunk_rows, Q, u, q):
     (``numba.get_num_threads()``, ``knopp_pass_at``) and their column sums
     merged in chunk order (bit-identical for any thread count).  For the
     host loops (barycenters, the stabilized and distributed solvers);
-    ``knopp_run`` calls ``knopp_pass_at`` itself."""
-    knopp_pass_at(knopp_chunk_address(Kmat, a, v, Q, u), numba.get_num_threads(), Kmat, a, v,
-                  n_chunks, chunk_rows, Q, u, q)
+    ``knopp_run`` calls ``knopp_pass_at`` itself.  (Kmat stands in for
+    the unused M.)"""
+    knopp_pass_at(knopp_chunk_address(Kmat, Kmat, a, v, Q, u), numba.get_num_threads(), Kmat,
+                  np.float64(1.0), Kmat, a, v, n_chunks, chunk_rows, Q, u, q)
 
 
 @njit(**_PAR)
@@ -746,13 +823,13 @@ def _knopp_step_failed(u, v, uprev, vprev, bad):
 
 
 @njit(**_SER)
-def knopp_run(item_addr, n_workers, Kmat, a, b, u, v, q, n_chunks, chunk_rows, Q, n_steps):
+def knopp_run(item_addr, n_workers, M, c, Kmat, a, b, u, v, q, n_chunks, chunk_rows, Q, n_steps):
     """Run up to ``n_steps`` Sinkhorn-Knopp iterations in place.
 
     Arrays are problem-major (n_hists, dim).  On entry q = K^T u.  Each
     iteration: v = b / q; u = a / (K v); q = K^T u (``knopp_pass_at`` with
-    ``item_addr`` = ``knopp_chunk_address`` of these arrays and
-    ``n_workers`` threads).  As POT, an iteration where K^T u has a zero or
+    ``item_addr`` = ``knopp_chunk_address`` of these arrays, ``n_workers``
+    threads, and M, c passed on to the chunk kernel, which ignores them).  As POT, an iteration where K^T u has a zero or
     u, v get a NaN/inf is undone (u, v restored) and the run stops.  Returns
     (steps completed, failed flag); on failure the first value is the index
     of the failing step.
@@ -761,7 +838,7 @@ def knopp_run(item_addr, n_workers, Kmat, a, b, u, v, q, n_chunks, chunk_rows, Q
     vprev = np.empty_like(v)
     for s in range(n_steps):
         bad = _knopp_step_begin(b, q, u, v, uprev, vprev)
-        knopp_pass_at(item_addr, n_workers, Kmat, a, v, n_chunks, chunk_rows, Q, u, q)
+        knopp_pass_at(item_addr, n_workers, M, c, Kmat, a, v, n_chunks, chunk_rows, Q, u, q)
         if _knopp_step_failed(u, v, uprev, vprev, bad):
             return s, True
     return n_steps, False
@@ -1336,11 +1413,14 @@ def _knopp_prepare(st):
     if st.prepared:
         return
     dim_a, dim_b = st.M.shape
-    gibbs_kernel(st.M, st.c, np.zeros(dim_a), np.zeros(dim_b), st.Kmat)
     if st.pm:
+        gibbs_kernel(st.M, st.c, np.zeros(dim_a), np.zeros(dim_b), st.Kmat)
         knopp_col_sums_pm(st.Kmat, st.u, st.n_chunks, st.chunk_rows, st.Q, st.q)
     else:
-        knopp_col_sums(st.Kmat, st.u, st.n_chunks, st.chunk_rows, st.Q, st.q)
+        # K and K^T u in one parallel pass (``knopp_prepare_chunk``)
+        knopp_pass_at(knopp_prepare_address(st.M, st.Kmat, st.a, st.v, st.Q, st.u),
+                      numba.get_num_threads(), st.M, np.float64(st.c), st.Kmat, st.a, st.v,
+                      st.n_chunks, st.chunk_rows, st.Q, st.u, st.q)
         if st.reduction is not None:
             st.reduction.col_sum(st.q)
     st.prepared = True
@@ -1374,9 +1454,9 @@ def knopp_steps(st, n_steps):
     if st.pm:
         return knopp_run_pm(st.Kmat, st.a, st.b, st.u, st.v, st.q, st.n_chunks, st.chunk_rows,
                             st.Q, n_steps)
-    return knopp_run(knopp_chunk_address(st.Kmat, st.a, st.v, st.Q, st.u),
-                     numba.get_num_threads(), st.Kmat, st.a, st.b, st.u, st.v, st.q,
-                     st.n_chunks, st.chunk_rows, st.Q, n_steps)
+    return knopp_run(knopp_chunk_address(st.M, st.Kmat, st.a, st.v, st.Q, st.u),
+                     numba.get_num_threads(), st.M, np.float64(st.c), st.Kmat, st.a, st.b, st.u,
+                     st.v, st.q, st.n_chunks, st.chunk_rows, st.Q, n_steps)
 
 
 def knopp_solve_small(st, numItermax, stopThr):
@@ -1412,23 +1492,48 @@ def knopp_scalings(st):
     return st.u, st.v
 
 
+def _knopp_blocked_pass(st, plan):
+    """``knopp_pass_at`` with the chunk kernel ``knopp_plan_chunk`` (``plan``)
+    or ``knopp_loss_chunk`` on the state's problem-major arrays: the blocked
+    path's one parallel kernel serves its prepare, plan and loss too (no
+    parallel kernel of their own to compile on a first call: ``scaled_plan``
+    0.3-0.4 s)."""
+    addr = address_for(knopp_plan_chunk if plan else knopp_loss_chunk, _knopp_chunk_signature,
+                       st.M, st.Kmat, st.a, st.v, st.Q, st.u)
+    knopp_pass_at(addr, numba.get_num_threads(), st.M, np.float64(st.c), st.Kmat, st.a, st.v,
+                  st.n_chunks, st.chunk_rows, st.Q, st.u, st.q)
+
+
 def knopp_loss(st):
     """<plan_k, M>_F of every problem, host array (n_problems,), float64
     (the plans are not formed)."""
     _knopp_prepare(st)
-    u, v = knopp_scalings(st)
-    loss = np.empty(u.shape[0])
-    kernel = scaled_loss_serial if st.small else scaled_loss
-    kernel(st.Kmat, st.M, u, v, st.n_chunks, st.chunk_rows, loss)
-    return loss
+    if st.small or st.pm:
+        u, v = knopp_scalings(st)
+        loss = np.empty(u.shape[0])
+        kernel = scaled_loss_serial if st.small else scaled_loss
+        kernel(st.Kmat, st.M, u, v, st.n_chunks, st.chunk_rows, loss)
+        return loss
+    _knopp_blocked_pass(st, False)
+    st.prepared = False  # q holds the losses: formed again before any use
+    return st.q[:, 0].copy()
 
 
 def knopp_plan(st):
-    """The plan diag(u) K diag(v) of the first problem, (dim_a, dim_b), dtype of M."""
+    """The plan diag(u) K diag(v) of the first problem, (dim_a, dim_b), dtype
+    of M.  On the blocked path it is formed in place of K (the state's
+    last use in a solve; the state takes a fresh K, formed again before any
+    later iteration): no second array of n m entries to fault in."""
     _knopp_prepare(st)
     u, v = knopp_scalings(st)
-    plan = np.empty(st.Kmat.shape, dtype=st.Kmat.dtype)
-    (scaled_plan_serial if st.small else scaled_plan)(st.Kmat, u[0], v[0], plan)
+    if st.small or st.pm:
+        plan = np.empty(st.Kmat.shape, dtype=st.Kmat.dtype)
+        (scaled_plan_serial if st.small else scaled_plan)(st.Kmat, u[0], v[0], plan)
+        return plan
+    _knopp_blocked_pass(st, True)
+    plan = st.Kmat
+    st.Kmat = np.empty_like(plan)
+    st.prepared = False
     return plan
 
 
