@@ -124,16 +124,28 @@ class KnoppBaryState:
         # kernel on the calling thread (no parallel region; the iterations'
         # pass is numbaot.cpu._small's tight loop)
         self.small = dim * dim * H <= _config.SMALL_MAX_ENTRIES
+        self.n_chunks, self.chunk_rows = chunk_layout(dim, H, dim, memory_bound=True)
         self.Kmat = np.empty((dim, dim))
-        gibbs = cpu_sinkhorn.gibbs_kernel_serial if self.small else cpu_sinkhorn.gibbs_kernel
-        gibbs(M, c, np.zeros(dim), np.zeros(dim), self.Kmat)
+        if self.small:
+            cpu_sinkhorn.gibbs_kernel_serial(M, c, np.zeros(dim), np.zeros(dim), self.Kmat)
+            col_sums = self.Kmat.sum(0)
+        else:
+            # K and K^T 1 in one parallel pass (the blocked Knopp solver's:
+            # ``sinkhorn.knopp_prepare_chunk`` through ``knopp_pass_at``)
+            ones = np.ones((1, dim))
+            Q1 = np.empty((self.n_chunks, 1, dim))
+            q1 = np.empty((1, dim))
+            cpu_sinkhorn.knopp_pass_at(
+                cpu_sinkhorn.knopp_prepare_address(M, self.Kmat, ones, ones, Q1, ones),
+                numba.get_num_threads(), M, np.float64(c), self.Kmat, ones, ones,
+                self.n_chunks, self.chunk_rows, Q1, ones, q1)
+            col_sums = q1[0]
         self.AT = np.ascontiguousarray(A.T)
         with np.errstate(divide="ignore", invalid="ignore"):
-            UKv = np.einsum("ij,kj->ik", self.Kmat, A.T / self.Kmat.sum(0))  # K (A / K^T 1)
+            UKv = np.einsum("ij,kj->ik", self.Kmat, A.T / col_sums)  # K (A / K^T 1)
             gm = np.exp(np.mean(np.log(UKv), axis=1))
             self.u = np.ascontiguousarray((gm / UKv.T))
         self.UKvT = UKv.T
-        self.n_chunks, self.chunk_rows = chunk_layout(dim, H, dim, memory_bound=True)
         self.Q = np.empty((self.n_chunks, H, dim))
         self.q = np.empty((H, dim))
         self.unew = np.empty((H, dim))

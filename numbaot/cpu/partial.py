@@ -244,8 +244,9 @@ def partial_chunk_address(K0, a, v, scal, vpp, upp, spp, active, Q, u):
     ``partial_rows_chunk`` for one problem of narrow rows
     (``sinkhorn.knopp_rows_fit``), else ``partial_chunk``; compiled on the
     first request."""
-    return address_for(partial_rows_chunk if knopp_rows_fit(K0, v.shape[0]) else partial_chunk,
-                       _partial_chunk_signature, K0, a, v, scal, vpp, upp, spp, active, Q, u)
+    rows = v.shape[0] == 1 and knopp_rows_fit(K0)
+    return address_for(partial_rows_chunk if rows else partial_chunk, _partial_chunk_signature,
+                       K0, a, v, scal, vpp, upp, spp, active, Q, u)
 
 
 @njit(**_PAR)

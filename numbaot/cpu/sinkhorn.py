@@ -513,21 +513,34 @@ def tile_rows(m, itemsize):
 
 @njit(**_SER, **_INNER)
 def knopp_rows_chunk(M, c, Kmat, a, v, ch0, ch1, chunk_rows, Q, u):
-    """``knopp_chunk`` for one problem whose four rows of K fit
+    """``knopp_chunk`` for rows of K such that four fit
     ``_config.KNOPP_ROWS_MAX_BYTES`` (``knopp_rows_fit``): each chunk's rows
     swept four at a time by the one-call path's loop (``_small.knopp_rows``:
     whole rows, no column blocks or tile buffers; the four rows stay in L1
-    between their row sums and their column sums).  A kernel of its own, so
-    that a problem of this shape compiles none of the tile helpers (1.5 s of
-    a first call at 400^2).  ``M`` and ``c`` are unused."""
+    between their row sums and their column sums).  One problem: one sweep
+    of the chunk; a problem-major batch: every problem's sweep of each group
+    of four rows in turn (the group read from L1 for all but the first).  A
+    kernel of its own, so that a problem of this shape compiles none of the
+    tile helpers (1.5 s of a first call at 400^2).  ``M`` and ``c`` are
+    unused."""
     n = Kmat.shape[0]
+    K = v.shape[0]
+    shared_a = a.shape[0] == 1
     for ch in range(ch0, ch1):
         i0 = ch * chunk_rows
         i1 = min(n, i0 + chunk_rows)
         Qc = Q[ch]
         Qc[:, :] = 0.0
-        _small.knopp_rows(Kmat, a, np.int64(0), v, u, Qc, np.int64(0), np.float64(1.0),
-                          np.bool_(False), np.int64(i0), np.int64(i1))
+        if K == 1:
+            _small.knopp_rows(Kmat, a, np.int64(0), v, u, Qc, np.int64(0), np.float64(1.0),
+                              np.bool_(False), np.int64(i0), np.int64(i1))
+            continue
+        for g0 in range(i0, i1, 4):
+            g1 = min(i1, g0 + 4)
+            for k in range(K):
+                ka = 0 if shared_a else k
+                _small.knopp_rows(Kmat, a, np.int64(ka), v, u, Qc, np.int64(k),
+                                  np.float64(1.0), np.bool_(False), np.int64(g0), np.int64(g1))
 
 
 @njit(**_SER, **_INNER)
@@ -574,11 +587,12 @@ def knopp_chunk(M, c, Kmat, a, v, ch0, ch1, chunk_rows, Q, u):
                               t0 == i0)
 
 
-def knopp_rows_fit(K, n_hists):
+def knopp_rows_fit(K):
     """Whether the blocked passes sweep K (dim_a, dim_b) four whole rows at a
-    time (one problem, four rows within ``_config.KNOPP_ROWS_MAX_BYTES``)
-    rather than in tiles."""
-    return n_hists == 1 and 4 * K.shape[1] * K.itemsize <= _config.KNOPP_ROWS_MAX_BYTES
+    time (four rows within ``_config.KNOPP_ROWS_MAX_BYTES``) rather than in
+    tiles (``knopp_rows_chunk``: one problem or a problem-major batch;
+    ``partial.partial_rows_chunk``: one problem)."""
+    return 4 * K.shape[1] * K.itemsize <= _config.KNOPP_ROWS_MAX_BYTES
 
 
 @njit(**_SER, **_INNER)
@@ -617,11 +631,11 @@ def _knopp_chunk_signature(M, Kmat, a, v, Q, u):
 def knopp_chunk_address(M, Kmat, a, v, Q, u):
     """The ``jit_address`` of the chunk work for these arrays (the first
     argument of ``knopp_pass_at`` and ``knopp_run``): ``knopp_rows_chunk``
-    for one problem of narrow rows (``knopp_rows_fit``), else
+    for narrow rows (``knopp_rows_fit``), else
     ``knopp_chunk``; compiled on the first request.  ``M``: the array
     passed in ``knopp_pass_at``'s M slot (unused by these kernels; any
     array, e.g. Kmat, whose type is then part of the signature)."""
-    return address_for(knopp_rows_chunk if knopp_rows_fit(Kmat, v.shape[0]) else knopp_chunk,
+    return address_for(knopp_rows_chunk if knopp_rows_fit(Kmat) else knopp_chunk,
                        _knopp_chunk_signature, M, Kmat, a, v, Q, u)
 
 
