@@ -280,21 +280,23 @@ def uot_fused_pass(Kmat, a, vl, fi1, n_chunks, chunk_rows, Q, u, check, part):
 _COLS = UOT_MERGE_COLS
 
 
-@njit(**_PAR, **_INNER)
-def uot_col_update(Q, b, fi2, v, vprev, vl, q, check, part):
-    """q[k, j] = sum_c Q[c, k, j] (chunk order: bit-identical for any thread
-    count), v = (b / q)^fi2 and its lane copy vl = v (cast), in parallel over
-    (problem, block of _COLS columns) pairs.
+@njit(**_SER, **_INNER)
+def uot_col_items(Q, b, fi2, v, vprev, vl, q, check, part, p0, p1):
+    """The work items [p0, p1) of ``uot_col_update`` (one thread's share):
+    for p = k * n_blocks + block, q[k, j] = sum_c Q[c, k, j] over the
+    block's columns (chunk order: bit-identical for any thread count),
+    v = (b / q)^fi2 and its lane copy vl = v (cast).
 
     part[p] = (1 if some q is 0 or some new v is not finite, max |v - vprev|,
     max(|v|, |vprev|), 1 if ``check`` is off or every q lies in [UOT_LANE_SUM_MIN,
     UOT_LANE_SUM_MAX], 1 if every new v lies in the float32 lane range) over the
-    block p = k * n_blocks + block.
+    block p.
     """
     n_chunks, K, m = Q.shape
     shared_b = b.shape[0] == 1
     nb = (m + _COLS - 1) // _COLS
-    for p in prange(K * nb):
+    xs = np.empty(_COLS)
+    for p in range(p0, p1):
         k = p // nb
         j0 = (p - k * nb) * _COLS
         j1 = min(m, j0 + _COLS)
@@ -309,7 +311,6 @@ def uot_col_update(Q, b, fi2, v, vprev, vl, q, check, part):
         dv = 0.0
         mv = 0.0
         kb = 0 if shared_b else k
-        xs = np.empty(j1 - j0)
         for j in range(j0, j1):
             xs[j - j0] = b[kb, j] / q[k, j]
         pow_inplace(xs, j1 - j0, fi2)
@@ -334,6 +335,32 @@ def uot_col_update(Q, b, fi2, v, vprev, vl, q, check, part):
         part[p, 2] = mv
         part[p, 3] = 1.0 if ok else 0.0
         part[p, 4] = 1.0 if vok else 0.0
+
+
+def _uot_col_signature(Q, b, v, vl, part):
+    return nbtypes.none(typeof(Q), typeof(b), nbtypes.float64, typeof(v), typeof(v), typeof(vl),
+                        typeof(v), nbtypes.boolean, typeof(part), nbtypes.int64, nbtypes.int64)
+
+
+def uot_col_address(Q, b, v, vl, part):
+    """The ``jit_address`` of ``uot_col_items`` for these arrays (``vprev``
+    and ``q`` of v's type)."""
+    return address_for(uot_col_items, _uot_col_signature, Q, b, v, vl, part)
+
+
+@njit(**_PAR, **_INNER)
+def uot_col_update(item_addr, n_workers, Q, b, fi2, v, vprev, vl, q, check, part):
+    """q = the merged column sums K^T u, v = (b / q)^fi2, vl = v and the
+    flags ``part`` (``uot_col_items`` on the (problem, block of _COLS
+    columns) work items, called at its address ``item_addr``
+    (``uot_col_address``) once per worker, ``n_workers`` threads)."""
+    K, m = v.shape
+    n_items = K * ((m + _COLS - 1) // _COLS)
+    nw = max(1, min(n_items, n_workers))
+    per = (n_items + nw - 1) // nw
+    for w in prange(nw):
+        call_at(item_addr, _NONE, Q, b, np.float64(fi2), v, vprev, vl, q, check, part,
+                np.int64(w * per), np.int64(min(n_items, (w + 1) * per)))
 
 
 @njit(**_SER, **_INNER)
@@ -392,8 +419,8 @@ def uot_rule(failed, du, mu, dv, mv, stopThr, errs, it):
 
 
 @njit(**_SER)
-def uot_run(addr_lanes, addr_64, n_workers, Kmat, a, b, u, v, vl, fi1, fi2, n_chunks, chunk_rows,
-            Q, q, pu, n_steps, stopThr, errs):
+def uot_run(addr_lanes, addr_64, addr_col, n_workers, Kmat, a, b, u, v, vl, fi1, fi2, n_chunks,
+            chunk_rows, Q, q, pu, n_steps, stopThr, errs):
     """Up to ``n_steps`` unbalanced Sinkhorn iterations in place (POT order).
 
     Each iteration: u = (a / K v)^fi1 and the chunk partials of K^T u in one
@@ -436,7 +463,8 @@ def uot_run(addr_lanes, addr_64, n_workers, Kmat, a, b, u, v, vl, fi1, fi2, n_ch
             uot_pass_at(addr_lanes, n_workers, Kmat, a, vl, fi1, n_chunks, chunk_rows, Q, u,
                         np.bool_(True), pu)
             if _all_set(pu, np.int64(3)):
-                uot_col_update(Q, b, fi2, v, vprev, vl, q, np.bool_(True), pv)
+                uot_col_update(addr_col, n_workers, Q, b, fi2, v, vprev, vl, q, np.bool_(True),
+                               pv)
                 done = _all_set(pv, np.int64(3))
             if not done:
                 narrow = False
@@ -445,7 +473,8 @@ def uot_run(addr_lanes, addr_64, n_workers, Kmat, a, b, u, v, vl, fi1, fi2, n_ch
         if not done:
             uot_pass_at(addr_64, n_workers, Kmat, a, v, fi1, n_chunks, chunk_rows, Q, u,
                         np.bool_(False), pu)
-            uot_col_update(Q, b, fi2, v, vprev, vl, q, np.bool_(False), pv)
+            uot_col_update(addr_col, n_workers, Q, b, fi2, v, vprev, vl, q, np.bool_(False),
+                           pv)
         if narrow and not _all_set(pv, np.int64(4)):
             narrow = False
         failed = not _all_set(pu, np.int64(2)) or _col_max(pv, np.int64(0)) != 0.0
@@ -1271,8 +1300,10 @@ def uot_steps(st, n_steps, stopThr, errs):
     pu = np.empty((st.n_chunks, 4))
     addr_lanes = uot_chunk_address(st.Kmat, st.a, vl, st.Q, st.u, pu)
     addr_64 = uot_chunk_address(st.Kmat, st.a, st.v, st.Q, st.u, pu)
-    return _run_steps(uot_run, (addr_lanes, addr_64, numba.get_num_threads(), st.Kmat, st.a,
-                                st.b, st.u, st.v, vl, st.fi1, st.fi2, st.n_chunks,
+    # ``uot_run``'s column flags: a fresh (items, 5) float64 array, as this one
+    addr_col = uot_col_address(st.Q, st.b, st.v, vl, np.empty((1, 5)))
+    return _run_steps(uot_run, (addr_lanes, addr_64, addr_col, numba.get_num_threads(), st.Kmat,
+                                st.a, st.b, st.u, st.v, vl, st.fi1, st.fi2, st.n_chunks,
                                 st.chunk_rows, st.Q, st.q, pu, n_steps, stopThr), n_steps, errs)
 
 
