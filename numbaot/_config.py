@@ -151,16 +151,17 @@ TILE_BYTES = 512 * 1024
 
 #: The blocked Knopp pass (``cpu.sinkhorn.knopp_fused_pass``) sweeps each
 #: chunk's rows with the one-call path's four-row loop (``_small.knopp_rows``:
-#: whole rows, no column blocks or tile buffers) when four rows of K take at
-#: most this many bytes (they then stay in L1 between the row sums and the
-#: column sums); wider K keeps the tiles of COL_BLOCK columns.  The pass
-#: alone, both versions in one process (2 threads, Zen 4 VM, 2026-11-29):
-#: 30.5 -> 27.7 us at 512^2, 102 -> 84 us at 1024^2, but 356-369 -> 382-392
-#: us at 2048^2 (four rows of 64 KB spill from L1).  It costs the first call
-#: of a blocked problem 0.7-0.9 s of compile (400^2: 6.5-6.6 -> 7.3-7.5 s).
-#: One problem only: a batch keeps the tiles.  The partial-OT pass
-#: (``cpu.partial.partial_chunk``) uses the same bound: 0.90x the time per
-#: pass at 1024^2, 1.00x at 400^2-512^2 (alternating processes, 2026-11-29).
+#: whole rows, no column blocks or tile buffers; ``cpu.sinkhorn.knopp_rows_chunk``)
+#: when four rows of K take at most this many bytes (they then stay in L1
+#: between the row sums and the column sums); wider K keeps the tiles of
+#: COL_BLOCK columns.  The pass alone, both versions in one process (2
+#: threads, Zen 4 VM, 2026-11-29): 30.5 -> 27.7 us at 512^2, 102 -> 84 us at
+#: 1024^2, but 356-369 -> 382-392 us at 2048^2 (four rows of 64 KB spill from
+#: L1).  A kernel of its own, so a narrow K compiles none of the tile helpers
+#: (1.5 s of a first call at 400^2).  Problem-major batches sweep each group
+#: of four rows for every problem (0.88-1.04x the tiles' time); the
+#: partial-OT pass (``cpu.partial.partial_rows_chunk``) uses the same bound
+#: for one problem: 0.90x the time per pass at 1024^2, 1.00x at 400^2-512^2.
 KNOPP_ROWS_MAX_BYTES = 32 * 1024
 
 #: Unbalanced multiplicative pass (``numbaot.cpu.unbalanced.uot_fused_pass``):

@@ -20,9 +20,15 @@ counts of the arguments; exceptions propagate).  Users: the operator's
 work items (``_implicit_forward``: 12.5-13 -> 7.2 s), the implicit
 backward's (``_implicit_unrolled``: 7.1 -> 3.8 s at n = 16, its generated
 kernels lowered by ``_irlower``), the blocked log-domain pass
-(``sinkhorn.log_chunk``: 7.0-7.4 -> 6.0 s at 200^2) and the blocked
+(``sinkhorn.log_chunk``: 7.0-7.4 -> 6.0 s at 200^2), the blocked
 Knopp and unbalanced passes (``sinkhorn.knopp_chunk``,
-``unbalanced.uot_chunk``: 7.6 -> 5.9-6.2 s at 400^2).
+``unbalanced.uot_chunk``: 7.6 -> 5.9-6.2 s at 400^2), the partial-OT pass
+(``partial.partial_chunk``: 7.3 -> 4.5-4.7 s), the unbalanced column
+update (``unbalanced.uot_col_items``: -0.6 s) and every other parallel
+step of the blocked Knopp solve through one parallel loop
+(``sinkhorn.knopp_pass_at`` with the prepare, plan and loss chunk kernels:
+``sinkhorn`` at 400^2 5.7 -> 2.7 s with the serial merge and the row
+sweep in kernels of their own).
 
 What it costs: the callee no longer sees its caller's context.  LLVM
 cannot inline it, so it cannot know that scratch arrays the caller just

@@ -3,7 +3,9 @@
 Conventions shared by every kernel here
 ----------------------------------------
 * ``M`` (or the Gibbs kernel ``Kmat``) has shape (dim_a, dim_b), C order, dtype
-  float32 or float64; it is only ever read.
+  float32 or float64; it is only ever read (but for ``knopp_prepare_chunk``,
+  which forms a state's own Kmat, and ``knopp_plan_chunk``, which turns it into
+  the plan at its last use).
 * Per-problem vectors are stored problem-major, in float64: ``u`` has shape
   (n_hists, dim_a), ``v`` and ``q`` shape (n_hists, dim_b).  A weight array with
   a leading dimension of 1 (``a`` of shape (1, dim_a)) is shared by all problems.
@@ -20,7 +22,13 @@ Multiplicative (Sinkhorn-Knopp, Cuturi 2013): one iteration is
 v <- b / (K^T u), u <- a / (K v).  ``knopp_fused_pass`` reads K once per
 iteration: for each row it forms (K v)_i, the new u_i, and adds K_ij u_i into the
 chunk's column accumulators, which give K^T u for the next v (and the marginal
-error for free).
+error for free).  A blocked solve (above the one-call bound) has one parallel
+kernel, ``knopp_pass_at``: it calls a serial chunk kernel at its address once
+per thread and merges the chunks' column sums on the calling thread; the chunk
+kernels share one signature and do the solve's steps: K and K^T u
+(``knopp_prepare_chunk``), the iterations (``knopp_rows_chunk`` for rows that
+fit four in L1, else the tiles of ``knopp_chunk``), the plan in place of K
+(``knopp_plan_chunk``) and the losses (``knopp_loss_chunk``).
 
 Log domain (Viehmann, arXiv:1907.01729, sec. 4; Peyre & Cuturi 2019, sec. 4.4):
 with c = -1/reg, v <- log b - LSE_i(c M_ij + u_i), u <- log a - LSE_j(c M_ij + v_j).
