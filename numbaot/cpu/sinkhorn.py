@@ -615,16 +615,13 @@ def knopp_prepare_chunk(M, c, Kmat, a, v, ch0, ch1, chunk_rows, Q, u):
     for ``gibbs_kernel``, 0.5 s with its merge for ``knopp_col_sums``, on a
     first call)."""
     n, m = M.shape
-    K = u.shape[0]
     for ch in range(ch0, ch1):
-        i0 = ch * chunk_rows
-        i1 = min(n, i0 + chunk_rows)
         Qc = Q[ch]
         Qc[:, :] = 0.0
-        for i in range(i0, i1):
+        for i in range(ch * chunk_rows, min(n, (ch + 1) * chunk_rows)):
             for j in range(m):
                 Kmat[i, j] = fast_exp(c * M[i, j])
-            for k in range(K):
+            for k in range(u.shape[0]):
                 uki = u[k, i]
                 for j in range(m):
                     Qc[k, j] += Kmat[i, j] * uki
@@ -672,21 +669,18 @@ def knopp_loss_chunk(M, c, Kmat, a, v, ch0, ch1, chunk_rows, Q, u):
     chunk by chunk: Q[ch, k, 0] = sum over the chunk's rows of u[k, i]
     sum_j M[i, j] K[i, j] v[k, j] (``scaled_loss``'s order), Q[ch, k, 1:]
     = 0, so that ``knopp_pass_at``'s merge leaves the losses, summed in
-    chunk order, in q[:, 0] (the same bits as ``scaled_loss``).  ``c`` and
-    ``a`` are unused."""
+    chunk order, in q[:, 0] (``scaled_loss``'s sums; the inner sum may be
+    vectorised differently, so the last bit can differ).  ``c`` and ``a``
+    are unused."""
     n, m = Kmat.shape
-    K = v.shape[0]
     for ch in range(ch0, ch1):
-        i0 = ch * chunk_rows
-        i1 = min(n, i0 + chunk_rows)
-        Qc = Q[ch]
-        Qc[:, :] = 0.0
-        for i in range(i0, i1):
-            for k in range(K):
+        Q[ch, :, :] = 0.0
+        for i in range(ch * chunk_rows, min(n, (ch + 1) * chunk_rows)):
+            for k in range(v.shape[0]):
                 s = 0.0
                 for j in range(m):
                     s += M[i, j] * Kmat[i, j] * v[k, j]
-                Qc[k, 0] += s * u[k, i]
+                Q[ch, k, 0] += s * u[k, i]
 
 
 @njit(**_PAR)
