@@ -33,19 +33,30 @@ def _problem(dtype, n=5, m=4, n_hists=None):
 
 
 @contextlib.contextmanager
-def _blocked_path():
+def _blocked_path(wide=False):
     """Every problem takes the blocked (parallel) path for a while: the
     warm-up's tiny problems otherwise only reach the small-problem kernels
     (``_config.SMALL_MAX_ENTRIES``), and the blocked log-domain solver's
-    first column update its serial pass (``LOG_INIT_SERIAL_MAX_ENTRIES``)."""
+    first column update its serial pass (``LOG_INIT_SERIAL_MAX_ENTRIES``).
+    With ``wide``, the blocked multiplicative passes take the tiles of wide
+    rows (``_config.KNOPP_ROWS_MAX_BYTES``), not the four-row sweep of
+    narrow ones: a kernel of its own each."""
     from . import _config
-    saved = _config.SMALL_MAX_ENTRIES, _config.LOG_INIT_SERIAL_MAX_ENTRIES
+    saved = (_config.SMALL_MAX_ENTRIES, _config.LOG_INIT_SERIAL_MAX_ENTRIES,
+             _config.KNOPP_ROWS_MAX_BYTES)
     _config.SMALL_MAX_ENTRIES = -1
     _config.LOG_INIT_SERIAL_MAX_ENTRIES = -1
+    if wide:
+        _config.KNOPP_ROWS_MAX_BYTES = -1
     try:
         yield
     finally:
-        _config.SMALL_MAX_ENTRIES, _config.LOG_INIT_SERIAL_MAX_ENTRIES = saved
+        (_config.SMALL_MAX_ENTRIES, _config.LOG_INIT_SERIAL_MAX_ENTRIES,
+         _config.KNOPP_ROWS_MAX_BYTES) = saved
+
+
+def _blocked_wide():
+    return _blocked_path(wide=True)
 
 
 @contextlib.contextmanager
@@ -69,7 +80,10 @@ def _sinkhorn(dtype, method):
     # paired batches: a few problems (problem-major kernels) and
     # BATCH_MINOR_MIN of them (the problem-minor ``*_pm`` kernels)
     batches = (None, 3, BATCH_MINOR_MIN)
-    for path in (contextlib.nullcontext, _blocked_path):
+    paths = (contextlib.nullcontext, _blocked_path)
+    if method == "sinkhorn":
+        paths += (_blocked_wide,)
+    for path in paths:
         with path():
             for n_hists in batches:
                 a, b, M, _, _ = _problem(dtype, n_hists=n_hists)
@@ -105,7 +119,7 @@ def _barycenter(dtype):
     A = (rng.random((5, 3)) + 0.1).astype(dtype)
     A /= A.sum(0)
     M = _problem(dtype, n=5, m=5)[2]
-    for path in (contextlib.nullcontext, _blocked_path):
+    for path in (contextlib.nullcontext, _blocked_path, _blocked_wide):
         with path():
             for method in ("sinkhorn", "sinkhorn_log"):
                 numbaot.barycenter(A, M, 0.5, method=method, numItermax=20)
@@ -123,6 +137,9 @@ def _partial(dtype):
             fn(a, b, M, 0.5, m=0.5, numItermax=20, log=True)
             # a paired batch (two problems): its plans' kernels
             fn(a, np.stack([b, b], axis=1), M, 0.5, m=0.5, numItermax=20)
+        if n > 5:  # one problem of wide rows: the tiles' kernel
+            with _blocked_wide():
+                partial.entropic_partial_wasserstein(a, b, M, 0.5, m=0.5, numItermax=20)
 
 
 def _empirical(dtype):
@@ -145,7 +162,7 @@ def _dist(dtype):
 def _value_and_grad(dtype):
     import numbaot
     a, b, M, _, _ = _problem(dtype)
-    for path in (contextlib.nullcontext, _blocked_path):
+    for path in (contextlib.nullcontext, _blocked_path, _blocked_wide):
         with path():
             numbaot.sinkhorn2_value_and_grad(a, b, M, 0.5, numItermax=20)
 

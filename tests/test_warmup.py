@@ -120,3 +120,49 @@ def test_after_warmup_larger_and_batched_calls_compile_nothing(tmp_path):
                          text=True, timeout=900, env=env)
     assert run.returncode == 0, run.stderr[-3000:]
     assert "COMPILED []" in run.stdout, run.stdout[-2000:]
+
+
+def test_after_warmup_blocked_knopp_and_partial_compile_nothing(tmp_path):
+    """The blocked multiplicative passes run one chunk kernel for rows
+    that fit four in ``_config.KNOPP_ROWS_MAX_BYTES`` and another (tiles)
+    for wider rows; the warm-up compiles both.  A warmed-up process (fresh,
+    empty Numba cache) then solves balanced problems of narrow rows (one
+    problem and a batch of three: the problem-major kernels), of wide rows
+    (1100 float64 columns: 35 KB per four rows), the losses and a
+    barycenter of both widths, and partial OT of both widths: none of them
+    compiles a kernel."""
+    code = (
+        "import numpy as np, numbaot, numbaot.partial, warnings\n"
+        "from numba.core.dispatcher import Dispatcher\n"
+        "warnings.simplefilter('ignore')\n"
+        "numbaot.warmup(['sinkhorn', 'barycenter', 'entropic_partial_wasserstein'],\n"
+        "               dtypes=('float64',), verbose=False)\n"
+        "compiled = []\n"
+        "orig = Dispatcher.compile\n"
+        "def rec(self, sig):\n"
+        "    n0 = len(self.overloads)\n"
+        "    out = orig(self, sig)\n"
+        "    if len(self.overloads) > n0:\n"
+        "        compiled.append(self.py_func.__qualname__)\n"
+        "    return out\n"
+        "Dispatcher.compile = rec\n"
+        "rng = np.random.default_rng(0)\n"
+        "for n, m in ((600, 500), (400, 1100)):\n"
+        "    x, y = rng.random((n, 2)), rng.random((m, 2))\n"
+        "    M = ((x[:, None] - y[None]) ** 2).sum(-1); M /= M.max()\n"
+        "    a = np.full(n, 1 / n); b = np.full(m, 1 / m)\n"
+        "    B = rng.random((m, 3)); B /= B.sum(0)\n"
+        "    for bb in (b, B):\n"
+        "        numbaot.sinkhorn(a, bb, M, 0.05, numItermax=5, warn=False)\n"
+        "        numbaot.sinkhorn2(a, bb, M, 0.05, numItermax=5, warn=False)\n"
+        "    numbaot.partial.entropic_partial_wasserstein(a, 1.5 * b, M, 0.05, m=0.5,\n"
+        "                                                 numItermax=25)\n"
+        "    z = rng.random((m, 2)); Mz = ((z[:, None] - z[None]) ** 2).sum(-1)\n"
+        "    A = rng.random((m, 2)); A /= A.sum(0)\n"
+        "    numbaot.barycenter(A, Mz / Mz.max(), 0.05, numItermax=5)\n"
+        "print('COMPILED', sorted(set(compiled)))\n")
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path))
+    run = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
+                         text=True, timeout=900, env=env)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert "COMPILED []" in run.stdout, run.stdout[-2000:]
