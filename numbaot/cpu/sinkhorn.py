@@ -845,8 +845,9 @@ def knopp_run(item_addr, n_workers, M, c, Kmat, a, b, u, v, q, n_chunks, chunk_r
     Arrays are problem-major (n_hists, dim).  On entry q = K^T u.  Each
     iteration: v = b / q; u = a / (K v); q = K^T u (``knopp_pass_at`` with
     ``item_addr`` = ``knopp_chunk_address`` of these arrays, ``n_workers``
-    threads, and M, c passed on to the chunk kernel, which ignores them).  As POT, an iteration where K^T u has a zero or
-    u, v get a NaN/inf is undone (u, v restored) and the run stops.  Returns
+    threads, and M, c passed on to the chunk kernel, which ignores them).
+    As POT, an iteration where K^T u has a zero or u, v get a NaN/inf is
+    undone (u, v restored) and the run stops.  Returns
     (steps completed, failed flag); on failure the first value is the index
     of the failing step.
     """

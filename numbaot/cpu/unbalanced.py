@@ -337,15 +337,15 @@ def uot_col_items(Q, b, fi2, v, vprev, vl, q, check, part, p0, p1):
         part[p, 4] = 1.0 if vok else 0.0
 
 
-def _uot_col_signature(Q, b, v, vl, part):
+def _uot_col_signature(Q, b, v, vl, q, part):
     return nbtypes.none(typeof(Q), typeof(b), nbtypes.float64, typeof(v), typeof(v), typeof(vl),
-                        typeof(v), nbtypes.boolean, typeof(part), nbtypes.int64, nbtypes.int64)
+                        typeof(q), nbtypes.boolean, typeof(part), nbtypes.int64, nbtypes.int64)
 
 
-def uot_col_address(Q, b, v, vl, part):
-    """The ``jit_address`` of ``uot_col_items`` for these arrays (``vprev``
-    and ``q`` of v's type)."""
-    return address_for(uot_col_items, _uot_col_signature, Q, b, v, vl, part)
+def uot_col_address(Q, b, v, vl, q, part):
+    """The ``jit_address`` of ``uot_col_items`` for these arrays (``vprev``:
+    ``np.empty_like(v)``, of v's type)."""
+    return address_for(uot_col_items, _uot_col_signature, Q, b, v, vl, q, part)
 
 
 @njit(**_PAR, **_INNER)
@@ -1301,7 +1301,7 @@ def uot_steps(st, n_steps, stopThr, errs):
     addr_lanes = uot_chunk_address(st.Kmat, st.a, vl, st.Q, st.u, pu)
     addr_64 = uot_chunk_address(st.Kmat, st.a, st.v, st.Q, st.u, pu)
     # ``uot_run``'s column flags: a fresh (items, 5) float64 array, as this one
-    addr_col = uot_col_address(st.Q, st.b, st.v, vl, np.empty((1, 5)))
+    addr_col = uot_col_address(st.Q, st.b, st.v, vl, st.q, np.empty((1, 5)))
     return _run_steps(uot_run, (addr_lanes, addr_64, addr_col, numba.get_num_threads(), st.Kmat,
                                 st.a, st.b, st.u, st.v, vl, st.fi1, st.fi2, st.n_chunks,
                                 st.chunk_rows, st.Q, st.q, pu, n_steps, stopThr), n_steps, errs)
