@@ -101,7 +101,7 @@ def _unbalanced(dtype):
     import numbaot
     a, b, M, _, _ = _problem(dtype)
     B = _problem(dtype, n_hists=3)[1]      # several targets: the losses' kernels
-    for path in (contextlib.nullcontext, _blocked_path):
+    for path in (contextlib.nullcontext, _blocked_path, _blocked_wide):
         with path():
             for method in ("sinkhorn", "sinkhorn_log"):
                 numbaot.sinkhorn_unbalanced(a, b, M, 0.5, 1.0, method=method, numItermax=20,

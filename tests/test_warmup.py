@@ -122,20 +122,21 @@ def test_after_warmup_larger_and_batched_calls_compile_nothing(tmp_path):
     assert "COMPILED []" in run.stdout, run.stdout[-2000:]
 
 
-def test_after_warmup_blocked_knopp_and_partial_compile_nothing(tmp_path):
+def test_after_warmup_narrow_and_wide_blocked_passes_compile_nothing(tmp_path):
     """The blocked multiplicative passes run one chunk kernel for rows
     that fit four in ``_config.KNOPP_ROWS_MAX_BYTES`` and another (tiles)
     for wider rows; the warm-up compiles both.  A warmed-up process (fresh,
-    empty Numba cache) then solves balanced problems of narrow rows (one
-    problem and a batch of three: the problem-major kernels), of wide rows
-    (1100 float64 columns: 35 KB per four rows), the losses and a
-    barycenter of both widths, and partial OT of both widths: none of them
-    compiles a kernel."""
+    empty Numba cache) then solves balanced and unbalanced problems of
+    narrow rows (one problem and a batch of three: the problem-major
+    kernels), of wide rows (1100 float64 columns: 35 KB per four rows), the
+    losses and a barycenter of both widths, and partial OT of both widths:
+    none of them compiles a kernel."""
     code = (
         "import numpy as np, numbaot, numbaot.partial, warnings\n"
         "from numba.core.dispatcher import Dispatcher\n"
         "warnings.simplefilter('ignore')\n"
-        "numbaot.warmup(['sinkhorn', 'barycenter', 'entropic_partial_wasserstein'],\n"
+        "numbaot.warmup(['sinkhorn', 'barycenter', 'entropic_partial_wasserstein',\n"
+        "                'sinkhorn_unbalanced'],\n"
         "               dtypes=('float64',), verbose=False)\n"
         "compiled = []\n"
         "orig = Dispatcher.compile\n"
@@ -155,6 +156,7 @@ def test_after_warmup_blocked_knopp_and_partial_compile_nothing(tmp_path):
         "    for bb in (b, B):\n"
         "        numbaot.sinkhorn(a, bb, M, 0.05, numItermax=5, warn=False)\n"
         "        numbaot.sinkhorn2(a, bb, M, 0.05, numItermax=5, warn=False)\n"
+        "        numbaot.sinkhorn_unbalanced(a, bb, M, 0.05, 1.0, numItermax=5)\n"
         "    numbaot.partial.entropic_partial_wasserstein(a, 1.5 * b, M, 0.05, m=0.5,\n"
         "                                                 numItermax=25)\n"
         "    z = rng.random((m, 2)); Mz = ((z[:, None] - z[None]) ** 2).sum(-1)\n"

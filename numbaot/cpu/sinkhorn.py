@@ -269,7 +269,7 @@ def _axpy4(w, o, A, i, Y, k, j0, ln, store):
 
 
 @njit(**_SER, **_INNER)
-def _dot8(A, i, Y, k, j0, ln, out, o):
+def dot8(A, i, Y, k, j0, ln, out, o):
     """``_dot4`` for eight rows (eight accumulators, one load of Y)."""
     z = Y.dtype.type(0)
     a0 = z
@@ -303,7 +303,7 @@ def _dot8(A, i, Y, k, j0, ln, out, o):
 
 
 @njit(**_SER, **_INNER)
-def _axpy8(w, o, A, i, Y, k, j0, ln, store):
+def axpy8(w, o, A, i, Y, k, j0, ln, store):
     """``_axpy4`` for eight rows."""
     base = np.uint64(j0)
     w0 = w[o]
@@ -338,7 +338,7 @@ def dot_rows(A, i, nr, Y, k, j0, ln, out):
     # helpers for the offset Literal[int](0), then again for int64
     r = np.int64(0)
     while r + 8 <= nr:
-        _dot8(A, i + r, Y, k, j0, ln, out, r)
+        dot8(A, i + r, Y, k, j0, ln, out, r)
         r += 8
     while r + 4 <= nr:
         _dot4(A, i + r, Y, k, j0, ln, out, r)
@@ -356,7 +356,7 @@ def axpy_rows(w, A, i, nr, Y, k, j0, ln, first=False):
     r = np.int64(0)  # not the literal 0 (see dot_rows)
     store = first
     while r + 8 <= nr:
-        _axpy8(w, r, A, i + r, Y, k, j0, ln, store)
+        axpy8(w, r, A, i + r, Y, k, j0, ln, store)
         store = False
         r += 8
     while r + 4 <= nr:
@@ -417,7 +417,7 @@ def _exp_store_sum_f32(M, i, c, V32, k, sh, S32, E, r, j0, ln):
 
 
 #: the register-blocked axpy of a full tile of float64 rows (``tile_rows``)
-_axpy_tile = _axpy8 if ROW_TILE == 8 else _axpy4
+_axpy_tile = axpy8 if ROW_TILE == 8 else _axpy4
 
 
 def _lane_copy(M, v, active):

@@ -63,7 +63,16 @@ from ._math import fast_exp, pow_inplace
 from ._pointer import NONE as _NONE
 from ._pointer import address_for, call_at
 from ._small import col_lse, copy_weights, screen_cost
-from .sinkhorn import axpy_rows, dot_rows, gibbs_loss, log_col_lse, merge_chunks, scaled_loss
+from .sinkhorn import (
+    axpy8,
+    axpy_rows,
+    dot8,
+    dot_rows,
+    gibbs_loss,
+    log_col_lse,
+    merge_chunks,
+    scaled_loss,
+)
 from .sinkhorn import scaled_plan
 
 _PAR = dict(JIT_OPTIONS, parallel=True)
@@ -225,6 +234,84 @@ def uot_chunk(Kmat, a, vl, fi1, ch0, ch1, chunk_rows, Q, u, check, part):
         part[ch, 3] = 1.0 if ok else 0.0
 
 
+@njit(**_SER, **_INNER)
+def uot_rows_chunk(Kmat, a, vl, fi1, ch0, ch1, chunk_rows, Q, u, check, part):
+    """``uot_chunk`` for a float64 K of at most UOT_COL_BLOCK columns whose
+    rows fit four in ``_config.KNOPP_ROWS_MAX_BYTES`` (``uot_rows_fit``):
+    the same groups of eight rows and the same row kernels (``dot8``,
+    ``axpy8`` over whole rows, as the tiles' single column block there),
+    the last rows of a chunk by plain loops instead of the tiles' ladder of
+    four- and one-row helpers.  A kernel of its own, so that a problem of
+    this shape compiles none of the ladder (``dot_rows``, ``axpy_rows``,
+    ``_dot4``, ``_axpy4``, ...)."""
+    n, m = Kmat.shape
+    K = vl.shape[0]
+    shared_a = a.shape[0] == 1
+    s = np.empty(8)
+    x64 = np.empty(8)
+    w = np.empty(8)
+    zero = np.int64(0)
+    mm = np.int64(m)
+    for ch in range(ch0, ch1):
+        i0 = ch * chunk_rows
+        i1 = min(n, i0 + chunk_rows)
+        Qc = Q[ch]
+        if i1 - i0 < 8:  # no group of eight to store the accumulators
+            Qc[:, :] = 0.0
+        du = 0.0
+        mu = 0.0
+        fin = True
+        ok = True
+        for t0 in range(i0, i1, 8):
+            nr = min(i1, t0 + 8) - t0
+            for k in range(K):
+                s[:] = 0.0
+                if nr == 8:
+                    dot8(Kmat, np.int64(t0), vl, np.int64(k), zero, mm, s, zero)
+                else:
+                    for r in range(nr):
+                        acc = 0.0
+                        for j in range(m):
+                            acc += Kmat[t0 + r, j] * vl[k, j]
+                        s[r] = acc
+                ka = 0 if shared_a else k
+                for r in range(nr):
+                    x64[r] = a[ka, t0 + r] / s[r]
+                pow_inplace(x64, nr, fi1)
+                for r in range(nr):
+                    x = x64[r]
+                    old = u[k, t0 + r]
+                    u[k, t0 + r] = x
+                    w[r] = x
+                    if not np.isfinite(x):
+                        fin = False
+                    du = max(du, abs(x - old))
+                    mu = max(mu, max(abs(x), abs(old)))
+                    if check and not (s[r] >= UOT_LANE_SUM_MIN and s[r] <= UOT_LANE_SUM_MAX
+                                      and _in_lane_range(x)):
+                        ok = False
+                if nr == 8:
+                    axpy8(w, zero, Kmat, np.int64(t0), Qc, np.int64(k), zero, mm,
+                           np.bool_(t0 == i0))
+                else:
+                    for r in range(nr):
+                        wr = w[r]
+                        for j in range(m):
+                            Qc[k, j] += Kmat[t0 + r, j] * wr
+        part[ch, 0] = du
+        part[ch, 1] = mu
+        part[ch, 2] = 1.0 if fin else 0.0
+        part[ch, 3] = 1.0 if ok else 0.0
+
+
+def uot_rows_fit(Kmat):
+    """Whether the blocked unbalanced pass runs ``uot_rows_chunk`` on K: float64,
+    four rows within ``_config.KNOPP_ROWS_MAX_BYTES`` (and so at most
+    UOT_COL_BLOCK columns)."""
+    return (Kmat.itemsize == 8 and Kmat.shape[1] <= UOT_COL_BLOCK
+            and 4 * Kmat.shape[1] * 8 <= _config.KNOPP_ROWS_MAX_BYTES)
+
+
 def _uot_chunk_signature(Kmat, a, vl, Q, u, part):
     return nbtypes.none(typeof(Kmat), typeof(a), typeof(vl), nbtypes.float64, nbtypes.int64,
                         nbtypes.int64, nbtypes.int64, typeof(Q), typeof(u), nbtypes.boolean,
@@ -232,9 +319,11 @@ def _uot_chunk_signature(Kmat, a, vl, Q, u, part):
 
 
 def uot_chunk_address(Kmat, a, vl, Q, u, part):
-    """The ``jit_address`` of ``uot_chunk`` for these arrays (``vl`` in the
-    lanes' dtype), compiled on the first request."""
-    return address_for(uot_chunk, _uot_chunk_signature, Kmat, a, vl, Q, u, part)
+    """The ``jit_address`` of the chunk work for these arrays (``vl`` in the
+    lanes' dtype): ``uot_rows_chunk`` for a float64 K of narrow rows
+    (``uot_rows_fit``), else ``uot_chunk``; compiled on the first request."""
+    return address_for(uot_rows_chunk if uot_rows_fit(Kmat) else uot_chunk, _uot_chunk_signature,
+                       Kmat, a, vl, Q, u, part)
 
 
 @njit(**_PAR)
