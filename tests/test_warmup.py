@@ -78,6 +78,33 @@ def test_command_line():
     assert bad.returncode == 2 and "unknown name" in bad.stderr
 
 
+#: code run in a child process after its warm-up: every kernel compiled from
+#: here on is recorded in ``compiled`` (qualified names)
+_RECORD_COMPILES = (
+    "from numba.core.dispatcher import Dispatcher\n"
+    "compiled = []\n"
+    "orig = Dispatcher.compile\n"
+    "def rec(self, sig):\n"
+    "    n0 = len(self.overloads)\n"
+    "    out = orig(self, sig)\n"
+    "    if len(self.overloads) > n0:\n"
+    "        compiled.append(self.py_func.__qualname__)\n"
+    "    return out\n"
+    "Dispatcher.compile = rec\n")
+
+
+def _assert_compiles_nothing(code, tmp_path):
+    """Run ``code`` (a warm-up, then ``_RECORD_COMPILES``, then the calls) in
+    a fresh process with an empty Numba cache; assert that the calls
+    compiled no kernel."""
+    code += "print('COMPILED', sorted(set(compiled)))\n"
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path))
+    run = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
+                         text=True, timeout=900, env=env)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert "COMPILED []" in run.stdout, run.stdout[-2000:]
+
+
 def test_after_warmup_larger_and_batched_calls_compile_nothing(tmp_path):
     """A warmed-up process (fresh, empty Numba cache) then solves larger
     problems than the warm-up's (the blocked path, the parallel first column
@@ -87,20 +114,11 @@ def test_after_warmup_larger_and_batched_calls_compile_nothing(tmp_path):
     (their losses): none of them compiles a kernel."""
     code = (
         "import numpy as np, numbaot, warnings\n"
-        "from numba.core.dispatcher import Dispatcher\n"
         "from numbaot.cpu import sinkhorn as cs\n"
         "warnings.simplefilter('ignore')\n"
         "numbaot.warmup(['sinkhorn_log', 'sinkhorn_unbalanced'], dtypes=('float64',),\n"
         "               verbose=False)\n"
-        "compiled = []\n"
-        "orig = Dispatcher.compile\n"
-        "def rec(self, sig):\n"
-        "    n0 = len(self.overloads)\n"
-        "    out = orig(self, sig)\n"
-        "    if len(self.overloads) > n0:\n"
-        "        compiled.append(self.py_func.__qualname__)\n"
-        "    return out\n"
-        "Dispatcher.compile = rec\n"
+        + _RECORD_COMPILES +
         "rng = np.random.default_rng(0)\n"
         "n = 600\n"
         "x = rng.random((n, 2))\n"
@@ -114,12 +132,8 @@ def test_after_warmup_larger_and_batched_calls_compile_nothing(tmp_path):
         "cs.UNDERFLOW_RTOL = 1e300\n"
         "for b in (a, B):\n"
         "    numbaot.sinkhorn(a, b, M, 0.05, method='sinkhorn_log', numItermax=3)\n"
-        "print('COMPILED', sorted(set(compiled)))\n")
-    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path))
-    run = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
-                         text=True, timeout=900, env=env)
-    assert run.returncode == 0, run.stderr[-3000:]
-    assert "COMPILED []" in run.stdout, run.stdout[-2000:]
+    )
+    _assert_compiles_nothing(code, tmp_path)
 
 
 def test_after_warmup_narrow_and_wide_blocked_passes_compile_nothing(tmp_path):
@@ -133,20 +147,11 @@ def test_after_warmup_narrow_and_wide_blocked_passes_compile_nothing(tmp_path):
     none of them compiles a kernel."""
     code = (
         "import numpy as np, numbaot, numbaot.partial, warnings\n"
-        "from numba.core.dispatcher import Dispatcher\n"
         "warnings.simplefilter('ignore')\n"
         "numbaot.warmup(['sinkhorn', 'barycenter', 'entropic_partial_wasserstein',\n"
         "                'sinkhorn_unbalanced'],\n"
         "               dtypes=('float64',), verbose=False)\n"
-        "compiled = []\n"
-        "orig = Dispatcher.compile\n"
-        "def rec(self, sig):\n"
-        "    n0 = len(self.overloads)\n"
-        "    out = orig(self, sig)\n"
-        "    if len(self.overloads) > n0:\n"
-        "        compiled.append(self.py_func.__qualname__)\n"
-        "    return out\n"
-        "Dispatcher.compile = rec\n"
+        + _RECORD_COMPILES +
         "rng = np.random.default_rng(0)\n"
         "for n, m in ((600, 500), (400, 1100)):\n"
         "    x, y = rng.random((n, 2)), rng.random((m, 2))\n"
@@ -162,9 +167,5 @@ def test_after_warmup_narrow_and_wide_blocked_passes_compile_nothing(tmp_path):
         "    z = rng.random((m, 2)); Mz = ((z[:, None] - z[None]) ** 2).sum(-1)\n"
         "    A = rng.random((m, 2)); A /= A.sum(0)\n"
         "    numbaot.barycenter(A, Mz / Mz.max(), 0.05, numItermax=5)\n"
-        "print('COMPILED', sorted(set(compiled)))\n")
-    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path))
-    run = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
-                         text=True, timeout=900, env=env)
-    assert run.returncode == 0, run.stderr[-3000:]
-    assert "COMPILED []" in run.stdout, run.stdout[-2000:]
+    )
+    _assert_compiles_nothing(code, tmp_path)

@@ -181,6 +181,33 @@ def _in_lane_range(x):
 # --------------------------------------------------------------------------
 # Multiplicative iterations
 # --------------------------------------------------------------------------
+@njit(inline="always", **_SER)
+def _group_scalings(a, ka, s, x64, w, nr, t0, k, u, fi1, check, du, mu, fin, ok):
+    """The new u of a group of ``nr`` rows from t0 of problem k, whose sums
+    (K v_k)_i are in ``s``: u = (a[ka] / s)^fi1 (``x64``; also into ``w``, the
+    lanes' weights of the column sweep), and the chunk's flags updated and
+    returned: (du, mu) = (max |u - u_old|, max(|u|, |u_old|)), ``fin``
+    (every u finite), ``ok`` (``check`` off, or every sum and u in the
+    float32 lane ranges).  Inlined into ``uot_chunk`` and
+    ``uot_rows_chunk`` (per group of rows: no call)."""
+    for r in range(nr):
+        x64[r] = a[ka, t0 + r] / s[r]
+    pow_inplace(x64, nr, fi1)
+    for r in range(nr):
+        x = x64[r]
+        old = u[k, t0 + r]
+        u[k, t0 + r] = x
+        w[r] = x
+        if not np.isfinite(x):
+            fin = False
+        du = max(du, abs(x - old))
+        mu = max(mu, max(abs(x), abs(old)))
+        if check and not (s[r] >= UOT_LANE_SUM_MIN and s[r] <= UOT_LANE_SUM_MAX
+                          and _in_lane_range(x)):
+            ok = False
+    return du, mu, fin, ok
+
+
 @njit(**_SER, **_INNER)
 def uot_chunk(Kmat, a, vl, fi1, ch0, ch1, chunk_rows, Q, u, check, part):
     """The work of ``uot_fused_pass`` on the chunks of rows [ch0, ch1) (one
@@ -209,22 +236,8 @@ def uot_chunk(Kmat, a, vl, fi1, ch0, ch1, chunk_rows, Q, u, check, part):
                 s[:] = 0.0
                 for j0 in range(0, m, cb):
                     dot_rows(Kmat, t0, nr, vl, k, j0, min(m, j0 + cb) - j0, s)
-                ka = 0 if shared_a else k
-                for r in range(nr):
-                    x64[r] = a[ka, t0 + r] / s[r]
-                pow_inplace(x64, nr, fi1)
-                for r in range(nr):
-                    x = x64[r]
-                    old = u[k, t0 + r]
-                    u[k, t0 + r] = x
-                    w[r] = x
-                    if not np.isfinite(x):
-                        fin = False
-                    du = max(du, abs(x - old))
-                    mu = max(mu, max(abs(x), abs(old)))
-                    if check and not (s[r] >= UOT_LANE_SUM_MIN and s[r] <= UOT_LANE_SUM_MAX
-                                      and _in_lane_range(x)):
-                        ok = False
+                du, mu, fin, ok = _group_scalings(a, 0 if shared_a else k, s, x64, w, nr, t0, k,
+                                                  u, fi1, check, du, mu, fin, ok)
                 for j0 in range(0, m, cb):
                     ln = min(m, j0 + cb) - j0
                     axpy_rows(w, Kmat, t0, nr, Qc, k, j0, ln, t0 == i0)
@@ -274,22 +287,8 @@ def uot_rows_chunk(Kmat, a, vl, fi1, ch0, ch1, chunk_rows, Q, u, check, part):
                         for j in range(m):
                             acc += Kmat[t0 + r, j] * vl[k, j]
                         s[r] = acc
-                ka = 0 if shared_a else k
-                for r in range(nr):
-                    x64[r] = a[ka, t0 + r] / s[r]
-                pow_inplace(x64, nr, fi1)
-                for r in range(nr):
-                    x = x64[r]
-                    old = u[k, t0 + r]
-                    u[k, t0 + r] = x
-                    w[r] = x
-                    if not np.isfinite(x):
-                        fin = False
-                    du = max(du, abs(x - old))
-                    mu = max(mu, max(abs(x), abs(old)))
-                    if check and not (s[r] >= UOT_LANE_SUM_MIN and s[r] <= UOT_LANE_SUM_MAX
-                                      and _in_lane_range(x)):
-                        ok = False
+                du, mu, fin, ok = _group_scalings(a, 0 if shared_a else k, s, x64, w, nr, t0, k,
+                                                  u, fi1, check, du, mu, fin, ok)
                 if nr == 8:
                     axpy8(w, zero, Kmat, np.int64(t0), Qc, np.int64(k), zero, mm,
                            np.bool_(t0 == i0))
