@@ -73,7 +73,7 @@ from .sinkhorn import (
     merge_chunks,
     scaled_loss,
 )
-from .sinkhorn import scaled_plan
+
 
 _PAR = dict(JIT_OPTIONS, parallel=True)
 _SER = dict(JIT_OPTIONS)
@@ -209,9 +209,10 @@ def _group_scalings(a, ka, s, x64, w, nr, t0, k, u, fi1, check, du, mu, fin, ok)
 
 
 @njit(**_SER, **_INNER)
-def uot_chunk(Kmat, a, vl, fi1, ch0, ch1, chunk_rows, Q, u, check, part):
+def uot_chunk(M, c, Kmat, a, vl, fi1, ch0, ch1, chunk_rows, Q, u, check, part):
     """The work of ``uot_fused_pass`` on the chunks of rows [ch0, ch1) (one
-    thread's share)."""
+    thread's share).  ``M`` and ``c`` are unused (the chunk kernels' common
+    signature: ``uot_prepare_chunk``)."""
     n, m = Kmat.shape
     K = vl.shape[0]
     shared_a = a.shape[0] == 1
@@ -248,7 +249,7 @@ def uot_chunk(Kmat, a, vl, fi1, ch0, ch1, chunk_rows, Q, u, check, part):
 
 
 @njit(**_SER, **_INNER)
-def uot_rows_chunk(Kmat, a, vl, fi1, ch0, ch1, chunk_rows, Q, u, check, part):
+def uot_rows_chunk(M, c, Kmat, a, vl, fi1, ch0, ch1, chunk_rows, Q, u, check, part):
     """``uot_chunk`` for a float64 K of at most UOT_COL_BLOCK columns whose
     rows fit four in ``_config.KNOPP_ROWS_MAX_BYTES`` (``uot_rows_fit``):
     the same groups of eight rows and the same row kernels (``dot8``,
@@ -256,7 +257,7 @@ def uot_rows_chunk(Kmat, a, vl, fi1, ch0, ch1, chunk_rows, Q, u, check, part):
     the last rows of a chunk by plain loops instead of the tiles' ladder of
     four- and one-row helpers.  A kernel of its own, so that a problem of
     this shape compiles none of the ladder (``dot_rows``, ``axpy_rows``,
-    ``_dot4``, ``_axpy4``, ...)."""
+    ``_dot4``, ``_axpy4``, ...).  ``M`` and ``c`` are unused."""
     n, m = Kmat.shape
     K = vl.shape[0]
     shared_a = a.shape[0] == 1
@@ -311,33 +312,68 @@ def uot_rows_fit(Kmat):
             and 4 * Kmat.shape[1] * 8 <= _config.KNOPP_ROWS_MAX_BYTES)
 
 
-def _uot_chunk_signature(Kmat, a, vl, Q, u, part):
-    return nbtypes.none(typeof(Kmat), typeof(a), typeof(vl), nbtypes.float64, nbtypes.int64,
-                        nbtypes.int64, nbtypes.int64, typeof(Q), typeof(u), nbtypes.boolean,
-                        typeof(part))
+@njit(**_SER, **_INNER)
+def uot_prepare_chunk(M, c, Kmat, a, vl, fi1, ch0, ch1, chunk_rows, Q, u, check, part):
+    """The rows [ch0 chunk_rows, ch1 chunk_rows) of the Gibbs kernel with a
+    rank-one reference measure: Kmat[i, j] = exp(c M[i, j]) ca_i cb_j
+    (``uot_gibbs``'s expression: the same bits), with ca = u[0] and cb =
+    vl[0] (the caller passes them in those slots, as (1, dim) rows).
+    ``a``, ``fi1``, ``Q``, ``check`` and ``part`` are unused.  Through
+    ``uot_pass_at`` (``UotState``): no parallel kernel of its own to compile
+    (``uot_gibbs``, 0.75 s of a first call)."""
+    n, m = M.shape
+    for i in range(ch0 * chunk_rows, min(n, ch1 * chunk_rows)):
+        cai = u[0, i]
+        for j in range(m):
+            Kmat[i, j] = fast_exp(c * M[i, j]) * cai * vl[0, j]
 
 
-def uot_chunk_address(Kmat, a, vl, Q, u, part):
+@njit(**_SER, **_INNER)
+def uot_plan_chunk(M, c, Kmat, a, vl, fi1, ch0, ch1, chunk_rows, Q, u, check, part):
+    """The first problem's plan in place of K on the rows [ch0 chunk_rows,
+    ch1 chunk_rows): Kmat[i, j] = u[0, i] K[i, j] vl[0, j] (``scaled_plan``'s
+    expression, with v in the ``vl`` slot: the same bits); the other
+    arguments are unused."""
+    n, m = Kmat.shape
+    for i in range(ch0 * chunk_rows, min(n, ch1 * chunk_rows)):
+        ui = u[0, i]
+        for j in range(m):
+            Kmat[i, j] = ui * Kmat[i, j] * vl[0, j]
+
+
+def _uot_chunk_signature(M, Kmat, a, vl, Q, u, part):
+    f64, i64 = nbtypes.float64, nbtypes.int64
+    return nbtypes.none(typeof(M), f64, typeof(Kmat), typeof(a), typeof(vl), f64, i64, i64, i64,
+                        typeof(Q), typeof(u), nbtypes.boolean, typeof(part))
+
+
+def uot_chunk_address(M, Kmat, a, vl, Q, u, part):
     """The ``jit_address`` of the chunk work for these arrays (``vl`` in the
-    lanes' dtype): ``uot_rows_chunk`` for a float64 K of narrow rows
+    lanes' dtype; ``M``: the array in ``uot_pass_at``'s M slot, unused by
+    the pass): ``uot_rows_chunk`` for a float64 K of narrow rows
     (``uot_rows_fit``), else ``uot_chunk``; compiled on the first request."""
     return address_for(uot_rows_chunk if uot_rows_fit(Kmat) else uot_chunk, _uot_chunk_signature,
-                       Kmat, a, vl, Q, u, part)
+                       M, Kmat, a, vl, Q, u, part)
 
 
 @njit(**_PAR)
-def uot_pass_at(item_addr, n_workers, Kmat, a, vl, fi1, n_chunks, chunk_rows, Q, u, check, part):
-    """``uot_fused_pass`` with ``uot_chunk`` called at its address
-    ``item_addr`` (``uot_chunk_address``) on consecutive chunks, once per
-    worker (``n_workers``: the number of threads).  The parallel loop holds
-    an indirect call, not the tile loops (``numbaot.cpu._pointer``: a
-    shorter first compile)."""
+def uot_pass_at(item_addr, n_workers, M, c, Kmat, a, vl, fi1, n_chunks, chunk_rows, Q, u, check,
+                part):
+    """``uot_fused_pass`` with the chunk work (``uot_chunk`` or
+    ``uot_rows_chunk``) called at its address ``item_addr``
+    (``uot_chunk_address``) on consecutive chunks, once per worker
+    (``n_workers``: the number of threads).  The parallel loop holds an
+    indirect call, not the tile loops (``numbaot.cpu._pointer``: a shorter
+    first compile).  The blocked solve's other parallel steps run through
+    it too, with their chunk kernels (one signature: ``M``, ``c`` go to the
+    chunk kernel as they are): K (``uot_prepare_chunk``) and the plan in
+    place of K (``uot_plan_chunk``)."""
     nw = max(1, min(n_chunks, n_workers))
     per = (n_chunks + nw - 1) // nw
     for w in prange(nw):
-        call_at(item_addr, _NONE, Kmat, a, vl, np.float64(fi1), np.int64(w * per),
-                np.int64(min(n_chunks, (w + 1) * per)), np.int64(chunk_rows), Q, u,
-                np.bool_(check), part)
+        call_at(item_addr, _NONE, M, np.float64(c), Kmat, a, vl, np.float64(fi1),
+                np.int64(w * per), np.int64(min(n_chunks, (w + 1) * per)),
+                np.int64(chunk_rows), Q, u, np.bool_(check), part)
 
 
 def uot_fused_pass(Kmat, a, vl, fi1, n_chunks, chunk_rows, Q, u, check, part):
@@ -358,10 +394,11 @@ def uot_fused_pass(Kmat, a, vl, fi1, n_chunks, chunk_rows, Q, u, check, part):
     UOT_LANE_SUM_MAX] and every u in the float32 lane range) over chunk c.
 
     The host entry (the distributed solver's loop); ``uot_run`` calls
-    ``uot_pass_at`` itself.
+    ``uot_pass_at`` itself.  (Kmat stands in for the unused M.)
     """
-    uot_pass_at(uot_chunk_address(Kmat, a, vl, Q, u, part), numba.get_num_threads(), Kmat, a,
-                vl, fi1, n_chunks, chunk_rows, Q, u, check, part)
+    uot_pass_at(uot_chunk_address(Kmat, Kmat, a, vl, Q, u, part), numba.get_num_threads(),
+                Kmat, np.float64(1.0), Kmat, a, vl, fi1, n_chunks, chunk_rows, Q, u, check,
+                part)
 
 
 #: (problem, block of columns) work items of ``uot_col_update``
@@ -507,14 +544,15 @@ def uot_rule(failed, du, mu, dv, mv, stopThr, errs, it):
 
 
 @njit(**_SER)
-def uot_run(addr_lanes, addr_64, addr_col, n_workers, Kmat, a, b, u, v, vl, fi1, fi2, n_chunks,
-            chunk_rows, Q, q, pu, n_steps, stopThr, errs):
+def uot_run(addr_lanes, addr_64, addr_col, n_workers, M, c, Kmat, a, b, u, v, vl, fi1, fi2,
+            n_chunks, chunk_rows, Q, q, pu, n_steps, stopThr, errs):
     """Up to ``n_steps`` unbalanced Sinkhorn iterations in place (POT order).
 
     Each iteration: u = (a / K v)^fi1 and the chunk partials of K^T u in one
     read of K (``uot_pass_at`` with ``uot_chunk`` at ``addr_lanes`` for the
     lane copy ``vl`` of v, at ``addr_64`` for v itself: the
-    ``uot_chunk_address`` of these arrays; ``n_workers`` threads; ``pu``
+    ``uot_chunk_address`` of these arrays, M and c passed on to the chunk
+    kernel, which ignores them; ``n_workers`` threads; ``pu``
     (n_chunks, 4) the chunks' flags), then q = K^T u and v = (b / q)^fi2
     (``uot_col_update``); then POT's stopping rule (:func:`uot_rule`): an
     iteration where K^T u has a zero or u, v get a NaN/inf is undone and the
@@ -548,7 +586,7 @@ def uot_run(addr_lanes, addr_64, addr_col, n_workers, Kmat, a, b, u, v, vl, fi1,
         if narrow:
             # flags and columns as runtime values (np.bool_, np.int64), not
             # literals: one compile of each kernel for a float64 K, not two
-            uot_pass_at(addr_lanes, n_workers, Kmat, a, vl, fi1, n_chunks, chunk_rows, Q, u,
+            uot_pass_at(addr_lanes, n_workers, M, c, Kmat, a, vl, fi1, n_chunks, chunk_rows, Q, u,
                         np.bool_(True), pu)
             if _all_set(pu, np.int64(3)):
                 uot_col_update(addr_col, n_workers, Q, b, fi2, v, vprev, vl, q, np.bool_(True),
@@ -559,7 +597,7 @@ def uot_run(addr_lanes, addr_64, addr_col, n_workers, Kmat, a, b, u, v, vl, fi1,
                 _copy2(u, uprev)
                 _copy2(v, vprev)
         if not done:
-            uot_pass_at(addr_64, n_workers, Kmat, a, v, fi1, n_chunks, chunk_rows, Q, u,
+            uot_pass_at(addr_64, n_workers, M, c, Kmat, a, v, fi1, n_chunks, chunk_rows, Q, u,
                         np.bool_(False), pu)
             uot_col_update(addr_col, n_workers, Q, b, fi2, v, vprev, vl, q, np.bool_(False),
                            pv)
@@ -1307,13 +1345,46 @@ class UotState:
         self.ca, self.cb, self.C, self.use_mat = ca, cb, C, use_mat
         self.a, self.b, self.u, self.v = a, b, u, v
         self.fi1, self.fi2 = fi1, fi2
-        self.Kmat = np.empty(M.shape, dtype=M.dtype)
+        self.c = -1.0 / reg
         self.small = reduction is None and is_small(dim_a, dim_b, u.shape[0], False)
-        (uot_gibbs_serial if self.small else uot_gibbs)(M, -1.0 / reg, ca, cb, C, use_mat,
-                                                       self.Kmat)
         self.Q = None
         if not self.small:
             _blocked_layout(self)
+        self.Kmat = None
+        _ensure_kernel(self)
+
+
+def _ensure_kernel(st):
+    """Form the state's K = exp(c M) * (C or ca cb^T) unless it holds it
+    (``uot_plan`` forms the plan in place of K).  Small: ``uot_gibbs_serial``;
+    blocked with a rank-one reference: ``uot_prepare_chunk`` through
+    ``uot_pass_at`` (ca and cb in the u and v slots, as rows of their
+    types); an explicit reference matrix C: ``uot_gibbs``."""
+    if st.Kmat is not None:
+        return
+    M = st.M
+    st.Kmat = np.empty(M.shape, dtype=M.dtype)
+    if st.small:
+        uot_gibbs_serial(M, st.c, st.ca, st.cb, st.C, st.use_mat, st.Kmat)
+    elif st.use_mat:
+        uot_gibbs(M, st.c, st.ca, st.cb, st.C, st.use_mat, st.Kmat)
+    else:
+        ca = np.empty_like(st.u, shape=(1, M.shape[0]))
+        cb = np.empty_like(st.v, shape=(1, M.shape[1]))
+        ca[0] = st.ca
+        cb[0] = st.cb
+        _blocked_pass(st, False, cb, ca)
+
+
+def _blocked_pass(st, plan, vl, u):
+    """``uot_pass_at`` with the chunk kernel ``uot_plan_chunk`` (``plan``) or
+    ``uot_prepare_chunk`` on the state's arrays, ``vl`` and ``u`` in the
+    slots of v and u (of their types)."""
+    pu = np.empty((st.n_chunks, 4))
+    addr = address_for(uot_plan_chunk if plan else uot_prepare_chunk, _uot_chunk_signature,
+                       st.M, st.Kmat, st.a, vl, st.Q, u, pu)
+    uot_pass_at(addr, numba.get_num_threads(), st.M, np.float64(st.c), st.Kmat, st.a, vl,
+                st.fi1, st.n_chunks, st.chunk_rows, st.Q, u, np.bool_(False), pu)
 
 
 def _blocked_layout(st):
@@ -1336,6 +1407,7 @@ def _uot_run_reduced(st, n_steps, stopThr, errs):
     formed from the global sums (the same on every process), and
     :func:`uot_rule` decides on the values of ``st.reduction.agree``.  Same
     returns and ``errs`` buffer as ``uot_run``."""
+    _ensure_kernel(st)
     u, v, q = st.u, st.v, st.q
     uprev, vprev = np.empty_like(u), np.empty_like(v)
     pu = np.empty((st.n_chunks, 4))
@@ -1378,6 +1450,7 @@ def uot_steps(st, n_steps, stopThr, errs):
     if st.reduction is not None:
         return _run_steps(lambda *args: _uot_run_reduced(st, *args), (n_steps, stopThr),
                           n_steps, errs)
+    _ensure_kernel(st)
     if st.small and n_steps <= _config.SMALL_MAX_ITER:
         return _run_steps(uot_small_run, (st.Kmat, st.a, st.b, st.u, st.v, st.fi1, st.fi2,
                                           n_steps, stopThr), n_steps, errs)
@@ -1386,13 +1459,14 @@ def uot_steps(st, n_steps, stopThr, errs):
     # that the chunk kernel's addresses are taken for their types
     vl = np.empty(st.v.shape, dtype=st.Kmat.dtype)
     pu = np.empty((st.n_chunks, 4))
-    addr_lanes = uot_chunk_address(st.Kmat, st.a, vl, st.Q, st.u, pu)
-    addr_64 = uot_chunk_address(st.Kmat, st.a, st.v, st.Q, st.u, pu)
+    addr_lanes = uot_chunk_address(st.M, st.Kmat, st.a, vl, st.Q, st.u, pu)
+    addr_64 = uot_chunk_address(st.M, st.Kmat, st.a, st.v, st.Q, st.u, pu)
     # ``uot_run``'s column flags: a fresh (items, 5) float64 array, as this one
     addr_col = uot_col_address(st.Q, st.b, st.v, vl, st.q, np.empty((1, 5)))
-    return _run_steps(uot_run, (addr_lanes, addr_64, addr_col, numba.get_num_threads(), st.Kmat,
-                                st.a, st.b, st.u, st.v, vl, st.fi1, st.fi2, st.n_chunks,
-                                st.chunk_rows, st.Q, st.q, pu, n_steps, stopThr), n_steps, errs)
+    return _run_steps(uot_run, (addr_lanes, addr_64, addr_col, numba.get_num_threads(), st.M,
+                                np.float64(st.c), st.Kmat, st.a, st.b, st.u, st.v, vl, st.fi1,
+                                st.fi2, st.n_chunks, st.chunk_rows, st.Q, st.q, pu, n_steps,
+                                stopThr), n_steps, errs)
 
 
 def uot_scalings(st):
@@ -1403,6 +1477,7 @@ def uot_scalings(st):
 def uot_loss(st):
     """<plan_k, M>_F of every problem, host array (n_problems,) (the plans
     are not formed)."""
+    _ensure_kernel(st)
     loss = np.empty(st.u.shape[0])
     if st.small:
         uot_small_loss(st.Kmat, st.M, st.u, st.v, loss)
@@ -1412,9 +1487,18 @@ def uot_loss(st):
 
 
 def uot_plan(st):
-    """The plan diag(u) K diag(v) of the first problem, (dim_a, dim_b), dtype of M."""
-    plan = np.empty(st.Kmat.shape, dtype=st.Kmat.dtype)
-    (uot_small_plan if st.small else scaled_plan)(st.Kmat, st.u[0], st.v[0], plan)
+    """The plan diag(u) K diag(v) of the first problem, (dim_a, dim_b), dtype
+    of M.  On the blocked path it is formed in place of K (the state's last
+    use in a solve; K is formed again if the state is used after it):
+    no second array of n m entries to fault in, and no parallel kernel of
+    its own to compile (``scaled_plan``, 0.3 s)."""
+    _ensure_kernel(st)
+    if st.small:
+        plan = np.empty(st.Kmat.shape, dtype=st.Kmat.dtype)
+        uot_small_plan(st.Kmat, st.u[0], st.v[0], plan)
+        return plan
+    _blocked_pass(st, True, st.v, st.u)
+    plan, st.Kmat = st.Kmat, None
     return plan
 
 
@@ -1422,6 +1506,7 @@ def uot_stats(st, want_plan):
     """The first problem's plan (dtype of M; None unless ``want_plan``), its
     row and column sums (host float64 (dim_a,), (dim_b,)) and host float64
     [<plan, M>, sum plan log(plan / c + 1e-16)] (POT's ``kl_div(plan, c)``)."""
+    _ensure_kernel(st)
     return _stats(uot_small_plan_stats if st.small else uot_plan_stats,
                   (st.Kmat, st.M, st.u[0], st.v[0], st.C, st.ca, st.cb, st.use_mat),
                   st.M.shape, st.M.dtype, want_plan, st.small)
