@@ -492,9 +492,10 @@ def knopp_col_sums(Kmat, u, n_chunks, chunk_rows, Q, q):
     """q[k, j] = sum_i K[i, j] u[k, i]  (K^T u), row-major sweep.
 
     Serial (the same chunks, merged in the same order: the same bits as a
-    parallel sweep): it runs once per solve (and after an absorption of the
-    stabilized solver), half an iteration's work, and a parallel loop here
-    cost 1.2-1.4 s of CPU on the first call's compile (issue 23)."""
+    parallel sweep): the stabilized solver runs it after each absorption,
+    half an iteration's work, and a parallel loop here cost 1.2-1.4 s of
+    CPU on the first call's compile (issue 23).  The blocked Knopp solve
+    forms K^T u with K instead (``knopp_prepare_chunk``)."""
     n, m = Kmat.shape
     K = u.shape[0]
     for ch in range(n_chunks):
