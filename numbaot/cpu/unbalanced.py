@@ -71,7 +71,6 @@ from .sinkhorn import (
     gibbs_loss,
     log_col_lse,
     merge_chunks,
-    scaled_loss,
 )
 
 
@@ -339,6 +338,24 @@ def uot_plan_chunk(M, c, Kmat, a, vl, fi1, ch0, ch1, chunk_rows, Q, u, check, pa
         ui = u[0, i]
         for j in range(m):
             Kmat[i, j] = ui * Kmat[i, j] * vl[0, j]
+
+
+@njit(**_SER, **_INNER)
+def uot_loss_chunk(M, c, Kmat, a, vl, fi1, ch0, ch1, chunk_rows, Q, u, check, part):
+    """<plan_k, M> of every problem k over the chunks [ch0, ch1), chunk by
+    chunk: part[ch, k] = sum over the chunk's rows of u[k, i] sum_j M[i, j]
+    K[i, j] v[k, j] (v in the ``vl`` slot, ``part`` of shape (n_chunks,
+    n_problems); ``scaled_loss``'s order); the other arguments are
+    unused."""
+    n, m = Kmat.shape
+    for ch in range(ch0, ch1):
+        part[ch, :] = 0.0
+        for i in range(ch * chunk_rows, min(n, (ch + 1) * chunk_rows)):
+            for k in range(vl.shape[0]):
+                s = 0.0
+                for j in range(m):
+                    s += M[i, j] * Kmat[i, j] * vl[k, j]
+                part[ch, k] += s * u[k, i]
 
 
 def _uot_chunk_signature(M, Kmat, a, vl, Q, u, part):
@@ -1373,18 +1390,24 @@ def _ensure_kernel(st):
         cb = np.empty_like(st.v, shape=(1, M.shape[1]))
         ca[0] = st.ca
         cb[0] = st.cb
-        _blocked_pass(st, False, cb, ca)
+        _blocked_pass(st, _PREPARE, cb, ca, np.empty((st.n_chunks, 4)))
 
 
-def _blocked_pass(st, plan, vl, u):
-    """``uot_pass_at`` with the chunk kernel ``uot_plan_chunk`` (``plan``) or
-    ``uot_prepare_chunk`` on the state's arrays, ``vl`` and ``u`` in the
-    slots of v and u (of their types)."""
-    pu = np.empty((st.n_chunks, 4))
-    addr = address_for(uot_plan_chunk if plan else uot_prepare_chunk, _uot_chunk_signature,
-                       st.M, st.Kmat, st.a, vl, st.Q, u, pu)
+#: ``_blocked_pass``'s chunk kernels
+_PREPARE, _PLAN, _LOSS = 0, 1, 2
+
+
+def _blocked_pass(st, which, vl, u, part):
+    """``uot_pass_at`` with the chunk kernel ``which`` (``_PREPARE``:
+    ``uot_prepare_chunk``, ``_PLAN``: ``uot_plan_chunk``, ``_LOSS``:
+    ``uot_loss_chunk``) on the state's arrays, ``vl`` and ``u`` in the
+    slots of v and u (of their types), ``part`` a float64 (n_chunks, x)
+    array (as the pass's flags)."""
+    addr = address_for(uot_plan_chunk if which == _PLAN else
+                       (uot_loss_chunk if which == _LOSS else uot_prepare_chunk),
+                       _uot_chunk_signature, st.M, st.Kmat, st.a, vl, st.Q, u, part)
     uot_pass_at(addr, numba.get_num_threads(), st.M, np.float64(st.c), st.Kmat, st.a, vl,
-                st.fi1, st.n_chunks, st.chunk_rows, st.Q, u, np.bool_(False), pu)
+                st.fi1, st.n_chunks, st.chunk_rows, st.Q, u, np.bool_(False), part)
 
 
 def _blocked_layout(st):
@@ -1478,11 +1501,15 @@ def uot_loss(st):
     """<plan_k, M>_F of every problem, host array (n_problems,) (the plans
     are not formed)."""
     _ensure_kernel(st)
-    loss = np.empty(st.u.shape[0])
     if st.small:
+        loss = np.empty(st.u.shape[0])
         uot_small_loss(st.Kmat, st.M, st.u, st.v, loss)
-    else:
-        scaled_loss(st.Kmat, st.M, st.u, st.v, st.n_chunks, st.chunk_rows, loss)
+        return loss
+    part = np.empty((st.n_chunks, st.u.shape[0]))
+    _blocked_pass(st, _LOSS, st.v, st.u, part)
+    loss = part[0].copy()
+    for ch in range(1, st.n_chunks):  # chunk order, as ``scaled_loss``
+        loss += part[ch]
     return loss
 
 
@@ -1497,7 +1524,7 @@ def uot_plan(st):
         plan = np.empty(st.Kmat.shape, dtype=st.Kmat.dtype)
         uot_small_plan(st.Kmat, st.u[0], st.v[0], plan)
         return plan
-    _blocked_pass(st, True, st.v, st.u)
+    _blocked_pass(st, _PLAN, st.v, st.u, np.empty((st.n_chunks, 4)))
     plan, st.Kmat = st.Kmat, None
     return plan
 
