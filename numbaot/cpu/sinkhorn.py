@@ -657,10 +657,19 @@ def knopp_plan_chunk(M, c, Kmat, a, v, ch0, ch1, chunk_rows, Q, u):
     expression: the same bits).  Q is left as it is (so the merge of
     ``knopp_pass_at`` writes q = K^T u again); ``M``, ``c`` and ``a`` are
     unused."""
-    n, m = Kmat.shape
-    for i in range(ch0 * chunk_rows, min(n, ch1 * chunk_rows)):
+    scale_rows_inplace(Kmat, u, v, np.int64(ch0 * chunk_rows),
+                       np.int64(min(Kmat.shape[0], ch1 * chunk_rows)))
+
+
+@njit(**_SER, **_INNER)
+def scale_rows_inplace(Kmat, u, v, i0, i1):
+    """Kmat[i, j] = u[0, i] Kmat[i, j] v[0, j] for the rows i0 <= i < i1
+    (``scaled_plan``'s expression): the plan chunk kernels of the blocked
+    Knopp and unbalanced solves (``knopp_plan_chunk``,
+    ``unbalanced.uot_plan_chunk``)."""
+    for i in range(i0, i1):
         ui = u[0, i]
-        for j in range(m):
+        for j in range(Kmat.shape[1]):
             Kmat[i, j] = ui * Kmat[i, j] * v[0, j]
 
 

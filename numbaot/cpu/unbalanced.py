@@ -72,6 +72,7 @@ from .sinkhorn import (
     log_col_lse,
     merge_chunks,
     merge_chunks_serial,
+    scale_rows_inplace,
 )
 
 
@@ -334,11 +335,8 @@ def uot_plan_chunk(M, c, Kmat, a, vl, fi1, ch0, ch1, chunk_rows, Q, u, check, pa
     ch1 chunk_rows): Kmat[i, j] = u[0, i] K[i, j] vl[0, j] (``scaled_plan``'s
     expression, with v in the ``vl`` slot: the same bits); the other
     arguments are unused."""
-    n, m = Kmat.shape
-    for i in range(ch0 * chunk_rows, min(n, ch1 * chunk_rows)):
-        ui = u[0, i]
-        for j in range(m):
-            Kmat[i, j] = ui * Kmat[i, j] * vl[0, j]
+    scale_rows_inplace(Kmat, u, vl, np.int64(ch0 * chunk_rows),
+                       np.int64(min(Kmat.shape[0], ch1 * chunk_rows)))
 
 
 @njit(**_SER, **_INNER)
