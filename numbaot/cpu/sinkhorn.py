@@ -144,21 +144,29 @@ def _sum_chunk_parts(part, out):
         out[k] = acc
 
 
+@njit(**_SER, **_INNER)
+def loss_rows(M, Kmat, u, v, i0, i1, acc):
+    """acc[k] += sum over the rows i0 <= i < i1 of u[k, i] sum_j M[i, j]
+    K[i, j] v[k, j], for every problem k: a chunk's share of <plan_k, M>
+    (``scaled_loss``, and the blocked solves' loss chunk kernels
+    ``knopp_loss_chunk``, ``unbalanced.uot_loss_chunk``)."""
+    m = Kmat.shape[1]
+    for i in range(i0, i1):
+        for k in range(v.shape[0]):
+            s = 0.0
+            for j in range(m):
+                s += M[i, j] * Kmat[i, j] * v[k, j]
+            acc[k] += s * u[k, i]
+
+
 @njit(**_PAR)
 def scaled_loss(Kmat, M, u, v, n_chunks, chunk_rows, out):
     """out[k] = sum_ij M[i, j] * u[k, i] * K[i, j] * v[k, j] for each problem k."""
-    n, m = Kmat.shape
-    K = v.shape[0]
-    part = np.zeros((n_chunks, K))
+    n = Kmat.shape[0]
+    part = np.zeros((n_chunks, v.shape[0]))
     for ch in prange(n_chunks):
-        i0 = ch * chunk_rows
-        i1 = min(n, i0 + chunk_rows)
-        for i in range(i0, i1):
-            for k in range(K):
-                s = 0.0
-                for j in range(m):
-                    s += M[i, j] * Kmat[i, j] * v[k, j]
-                part[ch, k] += s * u[k, i]
+        loss_rows(M, Kmat, u, v, np.int64(ch * chunk_rows),
+                  np.int64(min(n, (ch + 1) * chunk_rows)), part[ch])
     _sum_chunk_parts(part, out)
 
 
@@ -679,18 +687,16 @@ def knopp_loss_chunk(M, c, Kmat, a, v, ch0, ch1, chunk_rows, Q, u):
     chunk by chunk: Q[ch, k, 0] = sum over the chunk's rows of u[k, i]
     sum_j M[i, j] K[i, j] v[k, j] (``scaled_loss``'s order), Q[ch, k, 1:]
     = 0, so that ``knopp_pass_at``'s merge leaves the losses, summed in
-    chunk order, in q[:, 0] (``scaled_loss``'s sums; the inner sum may be
-    vectorised differently, so the last bit can differ).  ``c`` and ``a``
-    are unused."""
-    n, m = Kmat.shape
+    chunk order, in q[:, 0] (``loss_rows``, as ``scaled_loss``).  ``c`` and
+    ``a`` are unused."""
+    n = Kmat.shape[0]
+    acc = np.empty(v.shape[0])
     for ch in range(ch0, ch1):
+        acc[:] = 0.0
+        loss_rows(M, Kmat, u, v, np.int64(ch * chunk_rows),
+                  np.int64(min(n, (ch + 1) * chunk_rows)), acc)
         Q[ch, :, :] = 0.0
-        for i in range(ch * chunk_rows, min(n, (ch + 1) * chunk_rows)):
-            for k in range(v.shape[0]):
-                s = 0.0
-                for j in range(m):
-                    s += M[i, j] * Kmat[i, j] * v[k, j]
-                Q[ch, k, 0] += s * u[k, i]
+        Q[ch, :, 0] = acc
 
 
 @njit(**_PAR)

@@ -70,6 +70,7 @@ from .sinkhorn import (
     dot_rows,
     gibbs_loss,
     log_col_lse,
+    loss_rows,
     merge_chunks,
     merge_chunks_serial,
     scale_rows_inplace,
@@ -344,17 +345,13 @@ def uot_loss_chunk(M, c, Kmat, a, vl, fi1, ch0, ch1, chunk_rows, Q, u, check, pa
     """<plan_k, M> of every problem k over the chunks [ch0, ch1), chunk by
     chunk: part[ch, k] = sum over the chunk's rows of u[k, i] sum_j M[i, j]
     K[i, j] v[k, j] (v in the ``vl`` slot, ``part`` of shape (n_chunks,
-    n_problems); ``scaled_loss``'s order); the other arguments are
-    unused."""
-    n, m = Kmat.shape
+    n_problems); ``sinkhorn.loss_rows``, as ``scaled_loss``); the other
+    arguments are unused."""
+    n = Kmat.shape[0]
     for ch in range(ch0, ch1):
         part[ch, :] = 0.0
-        for i in range(ch * chunk_rows, min(n, (ch + 1) * chunk_rows)):
-            for k in range(vl.shape[0]):
-                s = 0.0
-                for j in range(m):
-                    s += M[i, j] * Kmat[i, j] * vl[k, j]
-                part[ch, k] += s * u[k, i]
+        loss_rows(M, Kmat, u, vl, np.int64(ch * chunk_rows),
+                  np.int64(min(n, (ch + 1) * chunk_rows)), part[ch])
 
 
 def _uot_chunk_signature(M, Kmat, a, vl, Q, u, part):
