@@ -129,9 +129,16 @@ def _partial(dtype):
     from numbaot import partial
     # 5 x 4: the one-call serial path; 400 x 400: above the small bounds
     # (SMALL_MAX_ENTRIES, SMALL_MAX_ENTRIES_LOG), the parallel kernels
+    rng = np.random.default_rng(0)
     for n in (5, 400):
-        a, b, M, _, _ = _problem(dtype, n=n, m=n - 1 if n == 5 else n)
-        b = b * 1.5
+        M = _problem(dtype, n=n, m=n - 1 if n == 5 else n)[2]
+        # uneven weights: with uniform ones the plan's first iterate is
+        # already feasible, the error at the first check can be exactly 0
+        # (rounding decides) and the loop then stops before the steps
+        # that finish a checked iteration (``cpu.partial._finish_step``)
+        a, b = (rng.random(k).astype(dtype) + 0.5 for k in M.shape)
+        a /= a.sum()
+        b *= 1.5 / b.sum()
         for fn in (partial.entropic_partial_wasserstein,
                    partial.entropic_partial_wasserstein_logscale):
             fn(a, b, M, 0.5, m=0.5, numItermax=20, log=True)
