@@ -32,8 +32,8 @@ from . import _checks, _config, _dispatch, _loops
 from ._config import EPS_SCALING_STAGE_ITERS, MULTISCALE_CLUSTERS
 from .cpu import empirical as cpu_empirical
 
-__all__ = ["LAZY_METRICS", "LazyPlan", "backend", "check_batch_size", "check_clouds",
-           "check_point_scale", "check_points", "check_scaling", "cluster_scale",
+__all__ = ["LAZY_METRICS", "LazyIndexError", "LazyPlan", "backend", "check_batch_size",
+           "check_clouds", "check_point_scale", "check_points", "check_scaling", "cluster_scale",
            "eps_schedule", "lazy_anneal", "lazy_loop", "lazy_setup", "lazy_solve", "max_diameter",
            "multiscale_anneal", "rescaled", "row_marginal_l1", "set_temperature",
            "truncation_clusters", "voxel_clusters"]
@@ -409,91 +409,176 @@ def multiscale_anneal(pb, stage_iters=None, truncate=True):
     return n_coarse, n_fine, (A.size, B.size)
 
 
+#: POT's message for a key that is not an integer, a slice or a tuple
+_POT_KEY_MESSAGE = "Only integer, slice, and tuple indexing is supported"
+
+
+class LazyIndexError(IndexError, TypeError):
+    """More than two indices for a :class:`LazyPlan` (an ``IndexError`` as in
+    NumPy, and a ``TypeError`` as POT's ``LazyTensor`` raises)."""
+
+
 class LazyPlan:
     """The entropic plan exp(f_i + g_j - cost(x_i, y_j) / reg), never stored:
-    indexing computes the entries asked for, as POT's ``LazyTensor`` from
-    ``get_sinkhorn_lazytensor``, with NumPy's semantics.
+    indexing computes the block asked for; mirrors POT 0.9.7's ``LazyTensor``
+    from ``ot.bregman.get_sinkhorn_lazytensor``.
 
-    ``plan[key]`` takes what ``np.empty(plan.shape)[key]`` takes, except
-    ``None``: per axis an integer (negative counts from the end; out of range
-    raises IndexError), a slice (any step, negative included), or a 1-D
-    integer / boolean array (at most one axis), and ``...``; the result has
-    the shape NumPy gives (an integer drops its axis: ``plan[i, j]`` is a
-    scalar, ``plan[i]`` a row).  POT's LazyTensor differs: an integer keeps
-    its axis (``plan[i]`` has shape (1, n_samples_b)) and a negative or
-    out-of-range index gives an empty block.
+    Indexing follows POT: ``plan[key]`` is always a 2-D block, one axis of the
+    result per axis of the plan.  ``key`` is a tuple of at most two per-axis
+    indices (missing ones are ``:``), or one index for the first axis.  Per
+    axis:
 
-    The points and potentials are copied when the plan is made (O((n + m) d)),
-    so later changes to the caller's arrays do not change the plan.
+    * an integer ``k`` keeps its axis, as the slice ``k:k + 1`` (POT's
+      reading): ``plan[1]`` has shape (1, n_samples_b), ``plan[:, 2]``
+      (n_samples_a, 1), ``plan[2, 3]`` (1, 1).  A negative ``k`` counts from
+      the end (``plan[-1]`` is the last row) and an out-of-range one raises
+      ``IndexError``, as NumPy; there POT's ``LazyTensor`` gives an empty
+      block (its ``-1:0`` slice, or a slice past the end);
+    * a slice, as NumPy (any step, negative included; an empty block when
+      it selects nothing);
+    * ``...``: the whole axis (as POT, in any position of the tuple);
+    * a 1-D integer or boolean array or list: those rows (columns), as
+      NumPy's index arrays (negative entries count from the end, out of
+      range raises ``IndexError``); arrays on both axes select the block of
+      their outer product (``np.ix_``), as POT.
+
+    numbaot's extension: a key that is not a tuple is read as ``(key,)`` for
+    NumPy integers, ``...``, lists and arrays too, where POT raises
+    ``NotImplementedError`` (it takes a Python ``int`` or a slice alone);
+    keys of other types raise ``NotImplementedError`` with POT's message.
+    ``None`` (np.newaxis), floats and arrays of other dimensions raise
+    ``IndexError``; more than two indices :class:`LazyIndexError` (an
+    ``IndexError`` and a ``TypeError``).
+
+    The block has the result dtype of the solve (float32 for float32 inputs;
+    a NumPy array, also for device inputs).  The points and potentials are
+    copied (to host float64) when the plan is made (O((n + m) d)), so later
+    changes to the caller's arrays do not change the plan (POT's reads
+    them at each index).
+
+    Parameters
+    ----------
+    X_s : array-like, shape (n_samples_a, dim)
+        Source points (host or device array).
+    X_t : array-like, shape (n_samples_b, dim)
+        Target points.
+    f : array-like, shape (n_samples_a,)
+        First log-scaling (dual potential / reg).
+    g : array-like, shape (n_samples_b,)
+        Second log-scaling.
+    metric : str
+        'sqeuclidean' or 'euclidean'.
+    reg : float
+        Regularization (> 0).
+    dtype : numpy.dtype
+        dtype of the blocks.
+    attributes : dict, optional
+        Values of POT's attributes ``X_a``, ``X_b``, ``f``, ``g``, ``reg`` to
+        expose instead of the arguments (the solvers pass the caller's
+        points and the returned log-scalings, as POT).
 
     Attributes
     ----------
-    shape : (n_samples_a, n_samples_b)
-    ndim : 2
+    shape : tuple (n_samples_a, n_samples_b)
+    ndim : int
+        2.
+    X_a, X_b, f, g, metric, reg
+        POT's keyword attributes: the points, log-scalings, cost name and
+        regularization the plan is made from (for the solvers: the caller's
+        ``X_s``, ``X_t`` (lists as arrays), ``log['u']``, ``log['v']``,
+        ``metric``, ``reg``).  Changing them does not change the plan.
+    kwargs : dict
+        The same six, by name (POT's ``kwargs``).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import numbaot
+    >>> X = np.array([[0.0], [1.0]])
+    >>> plan = numbaot.solve_sample(X, X, reg=0.1, lazy=True).lazy_plan
+    >>> plan
+    LazyTensor(shape=(2, 2),attributes=(X_a,X_b,f,g,metric,reg))
+    >>> plan[1].shape, plan[:, 0].shape, plan[1, 1].shape, plan[-1].shape
+    ((1, 2), (2, 1), (1, 1), (1, 2))
+    >>> print(np.round(plan[:], 3))
+    [[0.5 0. ]
+     [0.  0.5]]
     """
 
-    def __init__(self, X_s, X_t, f, g, metric, reg, dtype):
-        self._X = np.array(X_s, dtype=np.float64, order="C")
-        self._Yt = np.array(np.asarray(X_t, dtype=np.float64).T, order="C")
-        self._f = np.array(f, dtype=np.float64)
-        self._g = np.array(g, dtype=np.float64)
-        self._metric = LAZY_METRICS[metric]
-        self._c = -1.0 / reg
-        self._dtype = dtype
-        self.shape = (self._X.shape[0], self._Yt.shape[1])
-        self.ndim = 2
+    #: the class name in ``repr`` (this one and ``OTResult``'s), POT's
+    _pot_class_name = "LazyTensor"
 
-    def _indices(self, key):
-        """NumPy's reading of ``key``: per axis, the selected indices (1-D
-        int64) and whether that axis is kept (False for an integer)."""
-        key = key if isinstance(key, tuple) else (key,)
-        if any(k is None for k in key):
+    def __init__(self, X_s, X_t, f, g, metric, reg, dtype, attributes=None):
+        self._X = np.array(_dispatch.to_host(X_s), dtype=np.float64, order="C")
+        self._Yt = np.array(np.asarray(_dispatch.to_host(X_t), dtype=np.float64).T, order="C")
+        self._f = np.array(_dispatch.to_host(f), dtype=np.float64)
+        self._g = np.array(_dispatch.to_host(g), dtype=np.float64)
+        self._metric = LAZY_METRICS[metric]
+        self._c = -1.0 / float(reg)
+        self._dtype = np.dtype(dtype)
+        self.shape = (self._X.shape[0], self._Yt.shape[1])
+        self.ndim = len(self.shape)
+        self.kwargs = dict(X_a=X_s, X_b=X_t, f=f, g=g, metric=metric, reg=reg)
+        unknown = set(attributes or ()) - set(self.kwargs)
+        if unknown:
+            raise ValueError(f"unknown LazyPlan attributes {sorted(unknown)}")
+        self.kwargs.update(attributes or {})
+        for name, value in self.kwargs.items():
+            setattr(self, name, value)
+
+    def __repr__(self):
+        return "{}(shape={},attributes=({}))".format(self._pot_class_name, self.shape,
+                                                     ",".join(self.kwargs))
+
+    def _axis(self, k, axis):
+        """The rows (axis 0) or columns (axis 1) that the index ``k`` selects (1-D int)."""
+        n = self.shape[axis]
+        if isinstance(k, numbers.Integral):  # int, bool, NumPy integers: POT's k:k + 1
+            k = int(k)
+            if not -n <= k < n:
+                raise IndexError(f"index {k} is out of bounds for axis {axis} with size {n}")
+            return np.arange(n)[k % n:k % n + 1]
+        if isinstance(k, slice):
+            return np.arange(n)[k]
+        if k is Ellipsis:
+            return np.arange(n)
+        if k is None:
             raise IndexError("a LazyPlan does not take None (np.newaxis) in an index")
-        n_ell = sum(k is Ellipsis for k in key)
-        if n_ell > 1:
-            raise IndexError("an index can only have a single ellipsis ('...')")
-        if n_ell:
-            at = next(p for p, k in enumerate(key) if k is Ellipsis)
-            key = key[:at] + (slice(None),) * (3 - len(key)) + key[at + 1:]
-        if len(key) > 2:
-            raise IndexError(f"too many indices for a LazyPlan: it is 2-dimensional, but "
-                             f"{len(key)} were indexed")
-        key = key + (slice(None),) * (2 - len(key))
-        out = []
-        for axis, (k, n) in enumerate(zip(key, self.shape)):
-            if isinstance(k, numbers.Integral) and not isinstance(k, (bool, np.bool_)):
-                k = int(k)
-                if not -n <= k < n:
-                    raise IndexError(f"index {k} is out of bounds for axis {axis} with size {n}")
-                out.append((np.array([k % n]), False))
-            elif isinstance(k, slice):
-                out.append((np.arange(n)[k], True))
-            else:
-                arr = np.asarray(k)
-                kind_ok = arr.dtype == np.bool_ or np.issubdtype(arr.dtype, np.integer)
-                if arr.ndim != 1 or not (kind_ok or arr.size == 0):
-                    raise IndexError("a LazyPlan takes integers, slices, '...' and 1-D integer "
-                                     f"or boolean arrays; got {k!r}")
-                out.append((np.arange(n)[arr.astype(np.intp) if arr.size == 0 else arr], None))
-        if out[0][1] is None and out[1][1] is None:
-            raise IndexError("a LazyPlan takes an array index on one axis at most")
-        return out
+        arr = np.asarray(k)
+        if arr.ndim != 1:
+            raise IndexError("a LazyPlan takes per axis an integer, a slice, '...' or a 1-D "
+                             f"integer or boolean array; got {k!r}")
+        if arr.size == 0:
+            arr = arr.astype(np.intp)
+        elif not (arr.dtype == np.bool_ or np.issubdtype(arr.dtype, np.integer)):
+            raise IndexError(f"arrays used as indices must be of integer (or boolean) type; "
+                             f"got {arr.dtype} for axis {axis}")
+        return np.arange(n)[arr]
 
     def __getitem__(self, key):
-        (i, keep_i), (j, keep_j) = self._indices(key)
+        if isinstance(key, tuple):
+            keys = key
+        elif (isinstance(key, (numbers.Integral, slice, list, np.ndarray))
+              or key is Ellipsis):
+            keys = (key,)
+        else:
+            raise NotImplementedError(_POT_KEY_MESSAGE)
+        if len(keys) > self.ndim:
+            raise LazyIndexError(f"too many indices for a LazyPlan: it is 2-dimensional, but "
+                                 f"{len(keys)} were indexed")
+        keys = keys + (slice(None),) * (self.ndim - len(keys))
+        i, j = self._axis(keys[0], 0), self._axis(keys[1], 1)
         X = np.ascontiguousarray(self._X[i])
         Yt = np.ascontiguousarray(self._Yt[:, j])
         out = np.empty((X.shape[0], Yt.shape[1]))
         cpu_empirical.lazy_block(X, Yt, np.ascontiguousarray(self._f[i]),
                                  np.ascontiguousarray(self._g[j]), self._c, self._metric, out)
-        out = out.astype(self._dtype, copy=False)
-        if keep_i is False and keep_j is False:
-            return self._dtype.type(out[0, 0])
-        if keep_i is False:
-            return out[0]
-        if keep_j is False:
-            return out[:, 0]
-        return out
+        return out.astype(self._dtype, copy=False)
+
+
+def _as_array(x):
+    """POT's ``list_to_array``: a list as a NumPy array, anything else unchanged."""
+    return np.array(x) if isinstance(x, list) else x
 
 
 def _warm_potentials(warmstart, a, b):
@@ -598,7 +683,10 @@ def lazy_solve(X_s, X_t, reg, a, b, metric, numIterMax, stopThr, batchSize, verb
     Returns
     -------
     f, g : the log-scalings as results (input dtype; device arrays on the GPU)
-    log : POT's log dict (``err``, ``u``, ``v``, ``niter``, ``lazy_plan``), or None
+    log : POT's log dict (``err``, ``u``, ``v``, ``niter``, ``lazy_plan``: a
+        :class:`LazyPlan` whose ``X_a``, ``X_b``, ``f``, ``g``, ``metric``,
+        ``reg`` are the caller's ``X_s``, ``X_t``, ``u``, ``v``, ``metric``
+        and ``reg``, as POT's), or None
     be : the launcher module that ran (``numbaot.cpu.empirical`` or ``numbaot.cuda.empirical``)
     st : its ``LazyState`` after the last iteration (with ``problem=True``:
         the :class:`LazyProblem` instead, whose ``st`` it is)
@@ -624,8 +712,10 @@ def lazy_solve(X_s, X_t, reg, a, b, metric, numIterMax, stopThr, batchSize, verb
     lg = None
     if log:
         f, g = be.lazy_potentials(st)
+        given = dict(X_a=_as_array(X_s), X_b=_as_array(X_t), f=f_out, g=g_out, reg=reg)
         lg = {"err": errs, "u": f_out, "v": g_out, "niter": i_ot,
-              "lazy_plan": LazyPlan(pb.Xs, pb.Xt, f, g, pb.metric, pb.reg, dtype)}
+              "lazy_plan": LazyPlan(pb.Xs, pb.Xt, f, g, pb.metric, pb.reg, dtype,
+                                    attributes=given)}
         if scaling is not None:
             n_final = 0 if numIterMax == 0 else i_ot + 1
             lg.update(eps_schedule=pb.schedule, niter_scaling=n_anneal,

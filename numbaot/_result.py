@@ -101,7 +101,9 @@ class OTResult:
         Transport plan, encoded as a sparse array.
     lazy_plan : object, optional
         Transport plan, encoded as a lazy object sliceable as ``plan[i0:i1, :]``
-        (numbaot's ``LazyPlan``, in place of POT's ``LazyTensor``).
+        (numbaot's ``LazyPlan``, in place of POT's ``LazyTensor``, with its
+        indexing, attributes and ``repr``; ``repr`` of the result names it
+        ``LazyTensor`` too).
     status : int or str, optional
         Status of the solver.
     batch_size : int, default 100
@@ -164,9 +166,10 @@ class OTResult:
             s += "value_linear={},".format(self._value_linear)
         if self._plan is not None:
             s += "plan={}(shape={}),".format(self._plan.__class__.__name__, self._plan.shape)
-        if self._lazy_plan is not None:
-            s += "lazy_plan={}(shape={}),".format(self._lazy_plan.__class__.__name__,
-                                                 self._lazy_plan.shape)
+        if self._lazy_plan is not None:  # numbaot's LazyPlan by POT's name, LazyTensor
+            name = getattr(type(self._lazy_plan), "_pot_class_name",
+                           self._lazy_plan.__class__.__name__)
+            s += "lazy_plan={}(shape={}),".format(name, self._lazy_plan.shape)
         if s[-1] != "(":
             s = s[:-1] + ")"
         else:

@@ -38,7 +38,7 @@ from .cpu import host_dot, weighted_sum
 from .unbalanced import sinkhorn_knopp_unbalanced
 from .utils import dist
 
-__all__ = ["solve", "solve_sample", "OTResult"]
+__all__ = ["solve", "solve_sample", "OTResult", "UnknownOptionError"]
 
 #: POT 0.9.7's ``lst_valid_methods_solve``
 _SOLVE_METHODS = ["sinkhorn", "sinkhorn_log", "mm", "lbfgsb"]
@@ -82,19 +82,50 @@ def _check_reg(reg):
     return val
 
 
+class UnknownOptionError(NotImplementedError, ValueError):
+    """An unknown ``reg_type`` or ``unbalanced_type``: POT raises
+    ``NotImplementedError`` (caught as in POT), and it is a ``ValueError``
+    (a bad argument) too."""
+
+
+_VALID_REG_TYPES = "reg_type must be 'KL', 'entropy', 'L2' or a tuple (f, df)"
+_VALID_UNBALANCED_TYPES = "unbalanced_type must be 'KL', 'L2' or 'TV'"
+
+
+def _lower(name):
+    """A type name lower-cased (None for a non-string: never a valid name)."""
+    return name.lower() if isinstance(name, str) else None
+
+
 def _check_reg_type(reg_type):
+    """``reg_type`` of the balanced entropic case ('kl', 'entropy', 'l2' or a
+    tuple); :class:`UnknownOptionError` with POT's message otherwise."""
     if isinstance(reg_type, tuple):
         return reg_type
-    if not isinstance(reg_type, str) or reg_type.lower() not in _REG_TYPES:
-        raise ValueError("reg_type must be 'KL', 'entropy', 'L2' or a tuple (f, df); "
-                         f"got {reg_type!r}")
+    if _lower(reg_type) not in _REG_TYPES:
+        raise UnknownOptionError('Not implemented reg_type="{}": {}'.format(
+            reg_type, _VALID_REG_TYPES))
     return reg_type.lower()
 
 
-def _check_unbalanced_type(unbalanced_type):
-    if not isinstance(unbalanced_type, str) or unbalanced_type.lower() not in _UNBALANCED_TYPES:
-        raise ValueError(f"unbalanced_type must be 'KL', 'L2' or 'TV'; got {unbalanced_type!r}")
+def _check_unbalanced_type(unbalanced_type, pot_message):
+    """``unbalanced_type`` of an unbalanced case ('kl', 'l2' or 'tv');
+    :class:`UnknownOptionError` starting with POT's ``pot_message`` otherwise."""
+    if _lower(unbalanced_type) not in _UNBALANCED_TYPES:
+        raise UnknownOptionError("{}: {}".format(pot_message, _VALID_UNBALANCED_TYPES))
     return unbalanced_type.lower()
+
+
+def _check_unbalanced_types(reg_type, unbalanced_type):
+    """(reg_type, unbalanced_type) of the regularized unbalanced case, both
+    known, else :class:`UnknownOptionError` with POT's message."""
+    rt = reg_type if isinstance(reg_type, tuple) else _lower(reg_type)
+    ut = _lower(unbalanced_type)
+    if (isinstance(rt, tuple) or rt in _REG_TYPES) and ut in _UNBALANCED_TYPES:
+        return rt, ut
+    raise UnknownOptionError(
+        'Not implemented reg_type="{}" and unbalanced_type="{}": {}, and {}'.format(
+            reg_type, unbalanced_type, _VALID_REG_TYPES, _VALID_UNBALANCED_TYPES))
 
 
 def _check_max_iter_tol(max_iter, tol, default_iter, default_tol):
@@ -231,7 +262,8 @@ def solve(M, a=None, b=None, reg=None, c=None, reg_type="KL", unbalanced=None,
         If None, then use c = a b^T.  Not used by the balanced solver (as POT).
     reg_type : str, optional
         Type of regularization R, either "KL", "entropy" (solved), "L2" or a
-        tuple (f, df) (POT's solvers), by default "KL".
+        tuple (f, df) (POT's solvers), by default "KL" (case-insensitive).
+        As POT, not used for exact OT (``reg`` None or 0).
     unbalanced : float or indexable object of length 1 or 2, optional
         Marginal relaxation term (>= 0).  If it is a scalar or an indexable
         object of length 1, then the same relaxation is applied to both
@@ -240,7 +272,8 @@ def solve(M, a=None, b=None, reg=None, c=None, reg_type="KL", unbalanced=None,
         unbalanced=(float("inf"), scalar) or unbalanced=(scalar, float("inf")).
     unbalanced_type : str, optional
         Type of unbalanced penalization function U, either "KL" (solved), "L2"
-        or "TV" (POT's solvers), by default "KL".
+        or "TV" (POT's solvers), by default "KL" (case-insensitive).  As POT,
+        not used (any value, None included) when ``unbalanced`` is None.
     method : str, optional
         One of POT's "sinkhorn", "sinkhorn_log", "mm", "lbfgsb" (validated;
         as POT, the entropic solvers above are used whatever its value).
@@ -288,11 +321,17 @@ def solve(M, a=None, b=None, reg=None, c=None, reg_type="KL", unbalanced=None,
         (``ot.smooth.smooth_ot_dual``) or a tuple (``ot.optim.cg``), unbalanced
         with ``reg_type`` 'entropy'/'L2' or ``unbalanced_type`` 'L2'/'TV'
         (``ot.unbalanced.lbfgsb_unbalanced``).
+    UnknownOptionError
+        (a ``NotImplementedError``, as POT raises, and a ``ValueError``), with
+        POT's message followed by the valid values: an unknown ``reg_type``
+        (not 'KL', 'entropy', 'L2' or a tuple; any case) with ``reg`` > 0; an
+        unknown ``unbalanced_type`` (not 'KL', 'L2' or 'TV') with
+        ``unbalanced`` given; a non-string one there too (POT: AttributeError).
     ValueError
-        Unknown ``method`` (POT's message), ``reg_type``, ``unbalanced_type`` or
-        ``grad``; ``reg`` < 0 or not finite; 2-D ``a`` or ``b``;
-        ``grad='last_step'`` with ``max_iter=0``; and the errors of the solvers
-        (shapes, non-finite or negative entries, ``unbalanced`` < 0, ...).
+        Unknown ``method`` (POT's message) or ``grad``; ``reg`` < 0 or not
+        finite; 2-D ``a`` or ``b``; ``grad='last_step'`` with ``max_iter=0``;
+        and the errors of the solvers (shapes, non-finite or negative
+        entries, ``unbalanced`` < 0, ...).
     TypeError
         Non-numeric arrays or scalars; host and device arrays mixed.
 
@@ -331,16 +370,16 @@ def solve(M, a=None, b=None, reg=None, c=None, reg_type="KL", unbalanced=None,
         raise ValueError("Unknown method={} for solve, must be in {}".format(
             method, _SOLVE_METHODS))
     reg = _check_reg(reg)
-    reg_type = _check_reg_type(reg_type)
-    unbalanced_type = _check_unbalanced_type(unbalanced_type)
     if grad not in _GRADS:
         raise ValueError(f"grad must be one of {_GRADS}; got {grad!r}")
     _check_1d(a, "a")
     _check_1d(b, "b")
 
     if reg == 0:
-        if unbalanced is None:
+        if unbalanced is None:  # (as POT, reg_type and unbalanced_type are not used)
             raise _not_in_numbaot("Exact OT (reg None or 0)", "ot.solve(M, a, b), i.e. ot.emd2")
+        unbalanced_type = _check_unbalanced_type(
+            unbalanced_type, 'Unknown unbalanced_type="{}"'.format(unbalanced_type))
         if unbalanced_type in ("kl", "l2"):
             raise _not_in_numbaot(f"Exact unbalanced OT (unbalanced_type={unbalanced_type!r})",
                                   "ot.solve(M, a, b, unbalanced=...), i.e. "
@@ -348,7 +387,8 @@ def solve(M, a=None, b=None, reg=None, c=None, reg_type="KL", unbalanced=None,
         raise _not_in_numbaot("Exact unbalanced OT (unbalanced_type='tv')",
                               "ot.solve(M, a, b, unbalanced=..., unbalanced_type='TV'), i.e. "
                               "ot.unbalanced.lbfgsb_unbalanced")
-    if unbalanced is None:
+    if unbalanced is None:  # (as POT, unbalanced_type is not used)
+        reg_type = _check_reg_type(reg_type)
         if isinstance(reg_type, tuple):
             raise _not_in_numbaot("A custom regularization (reg_type=(f, df))",
                                   "ot.solve(M, a, b, reg, reg_type=(f, df)), i.e. ot.optim.cg")
@@ -357,6 +397,7 @@ def solve(M, a=None, b=None, reg=None, c=None, reg_type="KL", unbalanced=None,
                                   "ot.solve(M, a, b, reg, reg_type='L2'), i.e. "
                                   "ot.smooth.smooth_ot_dual")
         return _solve_balanced(M, a, b, reg, reg_type, max_iter, tol, verbose, grad)
+    reg_type, unbalanced_type = _check_unbalanced_types(reg_type, unbalanced_type)
     if isinstance(reg_type, tuple) or reg_type != "kl" or unbalanced_type != "kl":
         rt = reg_type if isinstance(reg_type, str) else "(f, df)"
         raise _not_in_numbaot(
@@ -552,11 +593,13 @@ def solve_sample(X_a, X_b, a=None, b=None, metric="sqeuclidean", reg=None, c=Non
         Reference measure of the unbalanced regularization (see :func:`solve`).
     reg_type : str, optional
         Type of regularization R, either "KL" or "entropy" (see :func:`solve`),
-        by default "KL".  Not used with ``lazy=True`` (as POT).
+        by default "KL".  Not used with ``lazy=True`` or a "geomloss*" method
+        (as POT).
     unbalanced : float or indexable object of length 1 or 2, optional
         Marginal relaxation term (see :func:`solve`); not with ``lazy=True``.
     unbalanced_type : str, optional
-        Type of unbalanced penalization function U, by default "KL".
+        Type of unbalanced penalization function U, by default "KL" (see
+        :func:`solve`; as POT, not used when ``unbalanced`` is None).
     lazy : bool, optional
         Costs on the fly and a lazy plan (see above), by default False.
     batch_size : int, optional
@@ -609,12 +652,17 @@ def solve_sample(X_a, X_b, a=None, b=None, metric="sqeuclidean", reg=None, c=Non
         Projections of POT's sliced methods; not used.
     scaler : None, object with .transform(), or callable, optional
         Preprocessing applied to ``X_a`` and to ``X_b`` before the solve.
+        POT 0.9.7 applies it to ``X_a`` only (its code assigns the scaled
+        ``X_b`` to an unused name), so its results differ there; under
+        :mod:`numbaot.pot` a call with a ``scaler`` runs POT's own.
 
     Returns
     -------
     res : OTResult
         As :func:`solve`; for the lazy solver ``res.lazy_plan`` (a
-        ``LazyPlan`` sliceable as POT's LazyTensor), ``res.potentials`` =
+        ``numbaot.bregman.LazyPlan``, indexed as POT's LazyTensor: every
+        block is 2-D, ``lazy_plan[i]`` of shape (1, n_samples_b),
+        ``lazy_plan[:, j]`` (n_samples_a, 1)), ``res.potentials`` =
         (f, g) log-scalings, ``res.value_linear``, ``res.log`` (POT's keys
         'err', 'u', 'v', 'niter', 'lazy_plan'), ``res.value`` None.
         For the "geomloss*" methods: ``res.value`` = GeomLoss's value, as
@@ -643,6 +691,9 @@ def solve_sample(X_a, X_b, a=None, b=None, metric="sqeuclidean", reg=None, c=Non
         than 'sqeuclidean' or 'euclidean'; exact or unbalanced OT with
         "geomloss*"; the other large-scale methods (e.g. "sliced");
         ``debias='split'``.
+    UnknownOptionError
+        (a ``NotImplementedError`` and a ``ValueError``) As :func:`solve`, for
+        ``lazy=False`` without a method.
     ValueError
         Unknown ``method`` (POT's message); a bad ``scaler``; ``scaling``
         not in (0, 1) (a "geomloss*" method); ``X_a`` and ``X_b`` of
@@ -742,6 +793,7 @@ def solve_sample(X_a, X_b, a=None, b=None, metric="sqeuclidean", reg=None, c=Non
             M = dist(X_a, X_b, metric)
         return solve(M, a, b, reg, c, reg_type, unbalanced, unbalanced_type, method, n_threads,
                      max_iter, plan_init, potentials_init, tol, verbose, grad)
+    reg_given = reg  # the lazy plan's reg attribute, as POT's
     reg = _check_reg(reg)
     if reg == 0:
         if unbalanced is None:
@@ -760,7 +812,7 @@ def solve_sample(X_a, X_b, a=None, b=None, metric="sqeuclidean", reg=None, c=Non
     max_iter, tol = _check_max_iter_tol(max_iter, tol, 1000, 1e-9)
     if batch_size is None:
         batch_size = 100
-    value_linear, lg = empirical_sinkhorn2(X_a, X_b, reg, a, b, metric=metric,
+    value_linear, lg = empirical_sinkhorn2(X_a, X_b, reg_given, a, b, metric=metric,
                                            numIterMax=max_iter, stopThr=tol, isLazy=True,
                                            batchSize=batch_size, verbose=verbose, log=True)
     rows = batch_size[0] if isinstance(batch_size, tuple) else batch_size

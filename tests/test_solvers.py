@@ -482,6 +482,222 @@ def test_solve_sample_bad_input():
 
 
 # --------------------------------------------------------------------------
+# reg_type / unbalanced_type as POT: ignored where POT ignores them, unknown
+# ones NotImplementedError (POT's message first), also a ValueError
+# --------------------------------------------------------------------------
+@pytest.mark.parametrize("unbalanced_type", [None, "foo", "TV", "L2", "kl", 3])
+def test_solve_balanced_ignores_unbalanced_type_like_pot(unbalanced_type):
+    _, _, M, a, b = _problem(5, 4, seed=40)
+    kw = dict(reg=0.2, unbalanced_type=unbalanced_type)
+    _check_result(numbaot.solve(M, a, b, **kw), _pot_solve(M, a, b, **kw), np.float64)
+
+
+@pytest.mark.parametrize("how", [dict(), dict(lazy=True)])
+@pytest.mark.parametrize("unbalanced_type", [None, "foo", "TV"])
+def test_solve_sample_balanced_ignores_unbalanced_type_like_pot(unbalanced_type, how):
+    x, y, _, a, b = _problem(5, 4, seed=41)
+    kw = dict(reg=0.5, unbalanced_type=unbalanced_type, **how)
+    ref = ot.solve_sample(x, y, a, b, **kw)
+    res = numbaot.solve_sample(x, y, a, b, **kw)
+    np.testing.assert_allclose(float(res.value_linear), float(ref.value_linear), rtol=1e-7)
+    if ref.value is not None:
+        np.testing.assert_allclose(float(res.value), float(ref.value), rtol=1e-7)
+    for p, q in zip(res.potentials, ref.potentials):
+        np.testing.assert_allclose(p, q, rtol=1e-6, atol=1e-8)
+
+
+def _pot_error(fn, *args, **kw):
+    with pytest.raises(Exception) as info:
+        fn(*args, **kw)
+    return info.value
+
+
+@pytest.mark.parametrize("kw", [
+    dict(reg=0.1, reg_type="foo"),
+    dict(reg=0.1, reg_type="foo", unbalanced_type="foo"),
+    dict(reg=0.1, unbalanced=1.0, unbalanced_type="foo"),
+    dict(reg=0.1, unbalanced=1.0, reg_type="foo"),
+    dict(reg=0.1, unbalanced=(1.0, INF), reg_type="bar", unbalanced_type="L1"),
+    dict(unbalanced=1.0, unbalanced_type="foo"),
+    dict(reg=0.0, unbalanced=1.0, unbalanced_type="foo"),
+])
+@pytest.mark.parametrize("sample", [False, True])
+def test_unknown_types_raise_not_implemented_like_pot(kw, sample):
+    if sample:  # solve_sample (lazy=False) hands them to solve, as POT
+        x = np.array([[0.0], [1.0]])
+        args, fns = (x, x + 0.5), (ot.solve_sample, numbaot.solve_sample)
+    else:
+        args, fns = (M0,), (ot.solve, numbaot.solve)
+    pot_exc = _pot_error(fns[0], *args, **kw)
+    assert type(pot_exc) is NotImplementedError
+    with pytest.raises(NotImplementedError) as info:
+        fns[1](*args, **kw)
+    assert isinstance(info.value, ValueError)
+    assert isinstance(info.value, numbaot.solvers.UnknownOptionError)
+    msg = str(info.value)
+    assert msg.startswith(str(pot_exc) + ": "), (msg, str(pot_exc))
+    names = [n for n in ("reg_type", "unbalanced_type") if n + '="' in str(pot_exc)]
+    for name in names:  # the argument and its valid values
+        assert f"{name} must be" in msg
+    if "reg_type" in names:
+        assert "'KL', 'entropy', 'L2' or a tuple (f, df)" in msg
+    if "unbalanced_type" in names:
+        assert "'KL', 'L2' or 'TV'" in msg
+
+
+@pytest.mark.parametrize("kw", [dict(reg_type="foo"), dict(reg=0.0, reg_type="foo",
+                                                           unbalanced_type="foo")])
+def test_exact_balanced_ignores_types_like_pot(kw):
+    # POT solves (ot.emd2, reg_type and unbalanced_type unused); numbaot names that call
+    ref = ot.solve(M0, **kw)
+    assert ref.plan is not None
+    with pytest.raises(NotImplementedError, match="ot.emd2") as info:
+        numbaot.solve(M0, **kw)
+    assert not isinstance(info.value, ValueError)
+
+
+# --------------------------------------------------------------------------
+# the lazy plan: POT's LazyTensor indexing, attributes and repr
+# --------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def lazy_pair():
+    x, y, _, a, b = _problem(6, 5, seed=42, dim=2)
+    kw = dict(reg=0.5, lazy=True, max_iter=30, tol=0.0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        res = numbaot.solve_sample(x, y, a, b, **kw)
+        ref = ot.solve_sample(x, y, a, b, **kw)
+    return x, y, res, ref
+
+
+_ARR = np.array([0, 2, 5])
+_LAZY_KEYS = [
+    1, 0, 5, -2, -6, True, False,
+    slice(1, 3), slice(None), slice(None, None, -1), slice(-2, None), slice(10, 20),
+    slice(4, 1, -2), slice(2, 2),
+    (), (1,), (1, 2), (5, 4), (-2, -3), (slice(None), 2),
+    (slice(None), -2), (slice(1, 4), slice(0, 5, 2)),
+    (slice(None, None, -1), slice(-1, -6, -2)), (Ellipsis,), (Ellipsis, 2), (2, Ellipsis),
+    (Ellipsis, Ellipsis), (Ellipsis, slice(1, 3)), (_ARR,), (_ARR, slice(None)),
+    (slice(None), np.array([4, 0])), (_ARR, np.array([1, 3])), (_ARR, 1), (3, np.array([-1, 0])),
+    ([0, 2],), (slice(None), [0, 2]), (np.array([True, False, True, False, True, False]),),
+    (slice(None), np.array([False, True, True, False, True])), (np.array([], dtype=int),),
+    (np.array([0, 2], dtype=np.int32), slice(1, 2)), (np.array([-1, -6]),),
+]
+
+
+def test_lazy_plan_indexes_as_pot(lazy_pair):
+    _, _, res, ref = lazy_pair
+    lp, pot_lp = res.lazy_plan, ref.lazy_plan
+    for key in _LAZY_KEYS:
+        got, want = lp[key], pot_lp[key]
+        assert isinstance(got, np.ndarray) and got.shape == want.shape, (key, got.shape)
+        assert got.dtype == want.dtype
+        np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-300, err_msg=repr(key))
+    # the shapes of the audit, against POT's
+    assert lp[1].shape == pot_lp[1].shape == (1, 5)
+    assert lp[:, 2].shape == pot_lp[:, 2].shape == (6, 1)
+    assert lp[2, 3].shape == pot_lp[2, 3].shape == (1, 1)
+    # -1 and out-of-range integers: POT's k:k + 1 slices are empty there;
+    # numbaot counts -1 from the end and raises IndexError, as NumPy
+    assert pot_lp[-1].shape == (0, 5)
+    np.testing.assert_allclose(lp[-1], pot_lp[5], rtol=1e-9, atol=1e-300)
+    np.testing.assert_allclose(lp[2, -1], pot_lp[2, 4], rtol=1e-9, atol=1e-300)
+    np.testing.assert_allclose(lp[:, -1], pot_lp[:, 4], rtol=1e-9, atol=1e-300)
+    for key in (6, 7, -7, (0, 5), (6, 0), (slice(None, 2), 7), (1, -6)):
+        assert pot_lp[key].size == 0
+        with pytest.raises(IndexError, match="out of bounds"):
+            lp[key]
+
+
+def test_lazy_plan_errors_and_extensions(lazy_pair):
+    _, _, res, ref = lazy_pair
+    lp, pot_lp = res.lazy_plan, ref.lazy_plan
+    # keys POT refuses alone; numbaot reads them as the 1-tuple POT takes
+    for key in [_ARR, [0, 2], np.int64(2), Ellipsis, np.array([True] * 6)]:
+        with pytest.raises(NotImplementedError):
+            pot_lp[key]
+        np.testing.assert_allclose(lp[key], pot_lp[(key,)] if not isinstance(key, np.integer)
+                                   else pot_lp[int(key)], rtol=1e-9, atol=1e-300)
+    # NumPy integers inside a tuple: as Python ints (POT fails on them)
+    np.testing.assert_allclose(lp[np.int64(1), np.int32(2)], pot_lp[1, 2], rtol=1e-9)
+    # other keys alone: POT's NotImplementedError and message
+    for key in [None, 1.5, "a", np.bool_(True)]:
+        pot_exc = _pot_error(pot_lp.__getitem__, key)
+        with pytest.raises(NotImplementedError) as info:
+            lp[key]
+        assert type(pot_exc) is NotImplementedError and str(info.value) == str(pot_exc)
+    # out-of-range index arrays and float entries: IndexError, as POT (NumPy's)
+    for key in [(np.array([7]),), (slice(None), [0, 5]), (1.5,), (np.array([0.0, 1.0]),),
+                (np.array([True, False]),)]:
+        assert isinstance(_pot_error(pot_lp.__getitem__, key), IndexError)
+        with pytest.raises(IndexError):
+            lp[key]
+    # three indices: POT's TypeError (also an IndexError)
+    assert isinstance(_pot_error(pot_lp.__getitem__, (1, 2, 3)), TypeError)
+    for exc in (TypeError, IndexError):
+        with pytest.raises(exc, match="too many indices"):
+            lp[1, 2, 3]
+    for key in [(None,), (1, None), (np.zeros((1, 2), dtype=int),)]:  # POT: einsum errors
+        _pot_error(pot_lp.__getitem__, key)
+        with pytest.raises(IndexError):
+            lp[key]
+
+
+def test_lazy_plan_attributes_and_repr_as_pot(lazy_pair):
+    x, y, res, ref = lazy_pair
+    lp, pot_lp = res.lazy_plan, ref.lazy_plan
+    assert type(lp).__name__ == "LazyPlan"
+    assert lp.shape == pot_lp.shape == (6, 5) and type(lp.shape) is tuple
+    assert lp.ndim == pot_lp.ndim == 2
+    assert list(lp.kwargs) == list(pot_lp.kwargs) == ["X_a", "X_b", "f", "g", "metric", "reg"]
+    assert lp.X_a is x and pot_lp.X_a is x and lp.X_b is y and pot_lp.X_b is y
+    assert lp.f is res.log["u"] and lp.g is res.log["v"]
+    assert pot_lp.f is ref.log["u"] and pot_lp.g is ref.log["v"]
+    for name in ("f", "g"):
+        np.testing.assert_allclose(getattr(lp, name), getattr(pot_lp, name), rtol=1e-9)
+        assert lp.kwargs[name] is getattr(lp, name)
+    assert lp.metric == pot_lp.metric == "sqeuclidean" and lp.reg == pot_lp.reg == 0.5
+    assert repr(lp) == repr(pot_lp)
+    assert repr(lp) == "LazyTensor(shape=(6, 5),attributes=(X_a,X_b,f,g,metric,reg))"
+    assert repr(OTResult(lazy_plan=lp)) == repr(ot.utils.OTResult(lazy_plan=pot_lp))
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_empirical_sinkhorn_lazy_plan_is_pots(dtype):
+    x, y, _, a, b = _problem(7, 4, seed=43, dtype=dtype, dim=3)
+    kw = dict(isLazy=True, log=True, numIterMax=20, stopThr=0.0, warn=False,
+              metric="euclidean")
+    # float64: X_s as a list, which POT's list_to_array turns into an array
+    xs = x.tolist() if dtype == np.float64 else x
+    lp = numbaot.bregman.empirical_sinkhorn(xs, y, 0.3, a, b, **kw)[2]["lazy_plan"]
+    pot_lp = ot.bregman.empirical_sinkhorn(xs, y, 0.3, a, b, **kw)[2]["lazy_plan"]
+    assert type(lp) is type(numbaot.solve_sample(x, y, reg=0.3, lazy=True).lazy_plan)
+    assert type(lp.X_a) is type(pot_lp.X_a) is np.ndarray
+    np.testing.assert_array_equal(lp.X_a, pot_lp.X_a)
+    assert lp.X_b is y and pot_lp.X_b is y
+    assert lp.metric == pot_lp.metric == "euclidean" and lp.reg == pot_lp.reg == 0.3
+    assert lp.f.dtype == pot_lp.f.dtype == dtype
+    assert repr(lp) == repr(pot_lp)
+    tol = dict(rtol=1e-9, atol=1e-300) if dtype == np.float64 else dict(rtol=1e-4, atol=1e-7)
+    for key in [3, (slice(None), 1), (2, 3), -2, (Ellipsis, -3)]:
+        got, want = lp[key], pot_lp[key]
+        assert got.shape == want.shape and got.dtype == want.dtype == dtype
+        np.testing.assert_allclose(got, want, **tol)
+
+
+def test_lazy_plan_reduces_with_pots_reduce_lazytensor(lazy_pair):
+    # POT's own reductions (OTResult.marginal_a/b use them) take numbaot's plan
+    _, _, res, ref = lazy_pair
+    for axis in (None, 0, 1):
+        got = ot.utils.reduce_lazytensor(res.lazy_plan, np.sum, axis=axis, batch_size=4)
+        want = ot.utils.reduce_lazytensor(ref.lazy_plan, np.sum, axis=axis, batch_size=4)
+        np.testing.assert_allclose(got, want, rtol=1e-9)
+    np.testing.assert_allclose(res.marginal_a, ref.marginal_a, rtol=1e-9)
+    np.testing.assert_allclose(res.marginal_b, ref.marginal_b, rtol=1e-9)
+
+
+# --------------------------------------------------------------------------
 # import: no POT at run time
 # --------------------------------------------------------------------------
 def test_import_does_not_import_pot():

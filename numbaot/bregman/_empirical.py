@@ -101,8 +101,8 @@ def empirical_sinkhorn(X_s, X_t, reg, a=None, b=None, metric="sqeuclidean", numI
         Log-scalings (dual potentials / reg); the plan is exp(f_i + g_j - M_ij / reg).
         With ``log``: also a dict with 'err' (marginal errors at checks),
         'u' (= f), 'v' (= g), 'niter', 'lazy_plan' (a :class:`LazyPlan`,
-        indexable like a NumPy array; POT's LazyTensor keeps the axis of an
-        integer index and returns empty blocks for negative ones).
+        indexed as POT's LazyTensor: an integer keeps its axis; a negative
+        one counts from the end, where POT's returns an empty block).
     isLazy=False: gamma : ndarray (n_samples_a, n_samples_b) (and the log of
         :func:`numbaot.sinkhorn`).
 
