@@ -14,17 +14,40 @@ does both around a block.
 What runs where
 ---------------
 Every replaced binding is a thin wrapper that calls numbaot's function of
-the same name and signature (POT 0.9.7's), and calls POT's original instead,
-unchanged, when
+the same name and signature (POT 0.9.7's) when its arguments are
 
-* an array argument is not a plain NumPy array (a torch, JAX, CuPy or
-  TensorFlow tensor through POT's backends, a masked array, ...);
-* numbaot rejects the call with ``ValueError``, ``TypeError`` or
+* exact NumPy arrays of float32 or float64, NumPy and Python scalars,
+  strings, ``None`` and callables (a metric), and lists, tuples and dicts of
+  those as options (``unbalanced=(1., 2.)``, ``batch_size=(10, 10)``,
+  ``warmstart=(u, v)``);
+* or numba CUDA device arrays (``numba.cuda.to_device``, the simulator's
+  too), which POT does not take: these calls run on numbaot's CUDA kernels,
+  and numbaot's errors are raised as they are.
+
+It calls POT's original instead, unchanged, when
+
+* an array argument is anything else: a torch, JAX, CuPy or TensorFlow
+  tensor (POT's backends), an ndarray subclass (masked array, memmap,
+  matrix, numba's mapped arrays), an array of another dtype (integers,
+  float16, longdouble, complex...), or a list or tuple passed where POT
+  takes an array (``a``, ``b``, ``M``, ``X_s``, ``x1``, ...): POT's own
+  dtype rules and list handling (or its error) apply;
+* the call sets ``solve_sample``'s ``scaler``: POT 0.9.7 applies it to
+  ``X_a`` only, numbaot to both point clouds;
+* numbaot rejects a host call with ``ValueError``, ``TypeError`` or
   ``NotImplementedError`` (an option numbaot does not implement, or an input
   numbaot refuses by design but POT accepts, such as a cost with ``inf``
   entries or histograms of unequal mass): a patched POT pipeline never fails
-  where the unpatched one works.  This is the one place where numbaot's
-  strictness yields to POT's behaviour.
+  where the unpatched one works.
+
+These are the places where numbaot's strictness yields to POT's behaviour.
+The results of host calls are POT's types: ``ot.solve`` and
+``ot.solve_sample`` return ``ot.utils.OTResult`` (numbaot's values), and
+lazy plans (``res.lazy_plan``, ``log['lazy_plan']`` of the empirical
+solvers) are POT's ``ot.utils.LazyTensor``, made by POT's
+``get_sinkhorn_lazytensor`` from numbaot's points, log-scalings, metric and
+``reg``.  Device calls return numbaot's own objects (POT's ``OTResult``
+reduces its plan with NumPy).
 
 ``stats()`` counts the calls that ran on numbaot and those that went back to
 POT, per function.
@@ -51,7 +74,11 @@ Limits
 * Names bound before ``patch()`` in the user's own modules
   (``from ot import sinkhorn``) keep POT's function: ``patch()`` replaces
   the bindings held by POT's modules (the ones loaded when it runs; it
-  imports the usual subpackages first), not copies held elsewhere.
+  imports the usual subpackages first), not copies held elsewhere.  A POT
+  module imported while patched copies the wrappers (``ot.dr``'s
+  ``sinkhorn_bregman``): ``unpatch()`` restores those too (every ``ot.*``
+  module is searched for the wrappers); copies in the user's modules keep
+  the wrapper, which still works.
 * ``import numbaot`` never imports POT; ``patch()`` does.
 * It was written against POT 0.9.7; with another version it warns once and
   replaces what it finds with the same names.
@@ -65,6 +92,9 @@ import threading
 import warnings
 
 import numpy as np
+
+from ._lazy import LazyPlan as _LazyPlan
+from ._result import OTResult as _OTResult
 
 __all__ = ["patch", "unpatch", "patched", "is_patched", "stats"]
 
@@ -92,25 +122,151 @@ BLAS_ONE_THREAD = (("ot.da", "sinkhorn_lpl1_mm"),)
 _TESTED_POT = "0.9.7"
 _lock = threading.RLock()
 _replaced = []            # (module, attribute, original) in patch order
-_wrappers = {}            # POT original -> its wrapper (one per function while patched)
+_recorded = set()         # (module name, attribute) of the entries of _replaced
+_wrappers = {}            # POT original -> its wrapper (one per function, kept across patches)
+_wrapper_ids = {}         # id(wrapper) -> wrapper (the wrappers are kept alive: ids are unique)
 _counts = {}              # name -> {"numbaot": n, "pot": n}
+_blocks = 0               # patched() blocks open, in all threads
+_explicit = False         # patch() called directly since the last unpatch()
+
+#: dtypes of the NumPy arrays numbaot takes from POT's callers (others go to POT)
+_FLOAT_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+
+#: parameter names under which POT 0.9.7's replaced functions take arrays:
+#: a list or tuple there is POT's (its ``list_to_array``, or its error)
+_ARRAY_PARAMS = frozenset(("a", "b", "M", "A", "weights", "c", "X_s", "X_t", "X_a", "X_b",
+                           "x1", "x2", "w", "plan_init", "X_init", "projections"))
+
+#: options whose POT 0.9.7 behaviour numbaot does not copy: a call that sets
+#: one goes to POT.  ``scaler`` of ``solve_sample``: POT 0.9.7 applies it to
+#: ``X_a`` only (its code reads ``X_a, Xb = apply_scaler(...)``), numbaot
+#: to both point clouds
+_POT_OPTIONS = frozenset(("scaler",))
+
+_HOST, _DEVICE, _POT = 0, 1, 2      # where an argument sends a call (the largest wins)
 
 
-def _plain(x, depth=0):
-    """Whether ``x`` is something numbaot takes as POT's NumPy backend does:
-    exact NumPy arrays, NumPy and Python scalars, strings, None, callables
-    and (nested) lists/tuples/dicts of those."""
-    if x is None or isinstance(x, (bool, int, float, complex, str, np.generic)):
-        return True
-    if type(x) is np.ndarray:
-        return True
-    if depth < 3 and isinstance(x, (list, tuple)):
-        return all(_plain(v, depth + 1) for v in x)
-    if depth < 3 and isinstance(x, dict):
-        return all(_plain(v, depth + 1) for v in x.values())
-    if isinstance(x, np.ndarray):           # a subclass: masked array, matrix, memmap...
+def _is_numba_device_array(x):
+    """A numba CUDA device array (the simulator's ``FakeCUDAArray`` too),
+    recognised by its type's module, without importing ``numba.cuda``."""
+    module = getattr(type(x), "__module__", None) or ""
+    if not (module.startswith("numba.cuda.") or module.startswith("numba_cuda.")):
         return False
-    return callable(x) and not hasattr(x, "__array__")
+    return hasattr(x, "__cuda_array_interface__") or bool(getattr(x, "__cuda_ndarray__", False))
+
+
+def _where(x, array_param=False, nested=False):
+    """Where the argument ``x`` sends a call: ``_HOST`` (numbaot, POT's
+    original if numbaot refuses), ``_DEVICE`` (numbaot) or ``_POT`` (module
+    docstring).  ``array_param``: POT takes an array there; ``nested``: an
+    item of an option list, tuple or dict."""
+    if x is None or isinstance(x, (bool, int, float, complex, str)):
+        return _HOST
+    if isinstance(x, np.generic):           # a longdouble scalar makes POT's result longdouble
+        return _POT if isinstance(x, np.inexact) and x.dtype not in _FLOAT_DTYPES else _HOST
+    if type(x) is np.ndarray:
+        return _HOST if x.dtype in _FLOAT_DTYPES else _POT
+    if isinstance(x, np.ndarray):           # a subclass: masked array, matrix, memmap, mapped...
+        return _POT
+    if _is_numba_device_array(x):
+        return _DEVICE
+    if isinstance(x, (list, tuple, dict)):
+        if array_param or nested:           # numbers where POT takes an array
+            return _POT
+        return max((_where(v, nested=True) for v in (x.values() if isinstance(x, dict) else x)),
+                   default=_HOST)
+    if callable(x) and not hasattr(x, "__array__"):
+        return _HOST
+    return _POT
+
+
+def _positional_names(function):
+    """Names of the parameters ``function`` takes by position, in order."""
+    kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    return tuple(p.name for p in inspect.signature(function).parameters.values()
+                 if p.kind in kinds)
+
+
+def _call_where(names, args, kwargs):
+    """Where a call goes (``_HOST``, ``_DEVICE`` or ``_POT``): the largest
+    of its arguments' :func:`_where`."""
+    where = _HOST
+    for i, value in enumerate(args):
+        name = names[i] if i < len(names) else None
+        if name in _POT_OPTIONS and value is not None:
+            return _POT
+        w = _where(value, name in _ARRAY_PARAMS)
+        if w == _POT:
+            return _POT
+        where = max(where, w)
+    for name, value in kwargs.items():
+        if name in _POT_OPTIONS and value is not None:
+            return _POT
+        w = _where(value, name in _ARRAY_PARAMS)
+        if w == _POT:
+            return _POT
+        where = max(where, w)
+    return where
+
+
+#: the attributes of numbaot's LazyPlan that POT's get_sinkhorn_lazytensor takes
+_LAZY_KEYS = ("X_a", "X_b", "f", "g", "metric", "reg")
+
+
+def _pot_lazy(plan):
+    """POT's ``LazyTensor`` of numbaot's lazy plan: POT's own
+    ``get_sinkhorn_lazytensor`` (what POT's empirical solvers return) on the
+    plan's points, log-scalings, metric and ``reg``; the plan itself when
+    POT or the plan lacks them."""
+    kwargs = getattr(plan, "kwargs", None)
+    if not isinstance(kwargs, dict) or not all(k in kwargs for k in _LAZY_KEYS):
+        return plan
+    try:
+        helper = importlib.import_module("ot.bregman._empirical").get_sinkhorn_lazytensor
+    except (ImportError, AttributeError):
+        return plan
+    return helper(*(kwargs[k] for k in _LAZY_KEYS))
+
+
+def _pot_result(res, memo):
+    """POT's ``ot.utils.OTResult`` with the fields of numbaot's ``res``."""
+    from ot.utils import OTResult
+
+    def field(name):
+        return _to_pot(getattr(res, "_" + name, None), memo)
+
+    return OTResult(potentials=field("potentials"), value=field("value"),
+                    value_linear=field("value_linear"), value_quad=field("value_quad"),
+                    plan=field("plan"), log=field("log"), sparse_plan=field("sparse_plan"),
+                    lazy_plan=field("lazy_plan"), status=field("status"),
+                    batch_size=getattr(res, "_batch_size", 100))
+
+
+def _to_pot(out, memo, depth=0):
+    """numbaot's result ``out`` of a host call with its ``OTResult`` and
+    ``LazyPlan`` objects (also inside returned tuples and log dicts) replaced
+    by POT's (one POT object per numbaot object, through ``memo``)."""
+    if out is None or type(out) is np.ndarray or depth > 6:
+        return out
+    if id(out) in memo:
+        return memo[id(out)][1]
+    if isinstance(out, _OTResult):
+        new = _pot_result(out, memo)
+    elif isinstance(out, _LazyPlan):
+        new = _pot_lazy(out)
+    elif type(out) is tuple:
+        items = [_to_pot(v, memo, depth + 1) for v in out]
+        new = out if all(n is v for n, v in zip(items, out)) else tuple(items)
+    elif type(out) is dict:                 # numbaot's log, returned to the caller only
+        new = out
+        for key, value in list(out.items()):
+            converted = _to_pot(value, memo, depth + 1)
+            if converted is not value:
+                out[key] = converted
+    else:
+        return out
+    memo[id(out)] = (out, new)              # out is kept alive: its id stays unique
+    return new
 
 
 def _count(name, where):
@@ -118,17 +274,36 @@ def _count(name, where):
         _counts.setdefault(name, {"numbaot": 0, "pot": 0})[where] += 1
 
 
+def _register(original, wrapper):
+    _wrappers[original] = wrapper
+    _wrapper_ids[id(wrapper)] = wrapper
+    return wrapper
+
+
+def _original_of(value):
+    """POT's function if ``value`` is one of the wrappers made here, else None."""
+    wrapper = _wrapper_ids.get(id(value))
+    return wrapper.__pot_original__ if wrapper is not None and wrapper is value else None
+
+
 def _wrapper(name, ours, original):
+    names = _positional_names(original)
+
     @functools.wraps(original)
     def accelerated(*args, **kwargs):
-        if all(_plain(a) for a in args) and all(_plain(v) for v in kwargs.values()):
+        where = _call_where(names, args, kwargs)
+        if where == _DEVICE:                # POT does not take them: numbaot's errors stand
+            out = ours(*args, **kwargs)
+            _count(name, "numbaot")
+            return out
+        if where == _HOST:
             try:
                 out = ours(*args, **kwargs)
             except (ValueError, TypeError, NotImplementedError):
                 pass
             else:
                 _count(name, "numbaot")
-                return out
+                return _to_pot(out, {})
         _count(name, "pot")
         return original(*args, **kwargs)
 
@@ -202,12 +377,85 @@ def _pairs():
     return out
 
 
-def _check_version(ot):
+def _check_version(ot, stacklevel):
+    """Warn for a POT other than 0.9.7; ``stacklevel`` counts from here
+    (the caller of ``patch()`` or of ``with patched():``)."""
     version = getattr(ot, "__version__", "unknown")
     if not str(version).startswith(_TESTED_POT):
         warnings.warn(f"numbaot.pot was written against POT {_TESTED_POT}; POT {version} is "
                       "installed: functions are replaced by name where they exist, and POT's "
-                      "own results are the reference for any difference", stacklevel=3)
+                      "own results are the reference for any difference",
+                      stacklevel=stacklevel)
+
+
+def _pot_modules():
+    """(name, module) of the loaded ``ot`` and ``ot.*`` modules, by name."""
+    return [(name, module) for name, module in sorted(sys.modules.items())
+            if module is not None and (name == "ot" or name.startswith("ot."))]
+
+
+def _record(module, modname, attr, original):
+    if (modname, attr) not in _recorded:
+        _recorded.add((modname, attr))
+        _replaced.append((module, attr, original))
+
+
+def _replace():
+    """Replace the bindings (with ``_lock`` held); what :func:`patch` returns."""
+    pairs = _pairs()
+    pipelines = _pipelines()
+    replaced = {}
+    for modname, module in _pot_modules():
+        for attr, value in list(vars(module).items()):
+            original = _original_of(value)
+            if original is not None:          # a wrapper, e.g. copied by a module imported
+                _record(module, modname, attr, original)     # while patched: restore it too
+                continue
+            try:
+                hit = value in pairs or value in pipelines
+            except TypeError:                 # unhashable
+                continue
+            if not hit:
+                continue
+            if value in pairs:
+                qualname, ours = pairs[value]
+                what = f"{ours.__module__}.{ours.__name__}"
+                if value not in _wrappers:
+                    _register(value, _wrapper(qualname, ours, value))
+            else:
+                what = f"{pipelines[value]}, BLAS on one thread"
+                if value not in _wrappers:
+                    _register(value, _blas_one_thread(value))
+            setattr(module, attr, _wrappers[value])
+            _record(module, modname, attr, value)
+            replaced[f"{modname}.{attr}"] = what
+    return replaced
+
+
+def _patch(verbose, block, stacklevel):
+    """:func:`patch` (``block`` False) or the entry of :func:`patched`
+    (``block`` True: one more open block)."""
+    global _blocks, _explicit
+    import ot
+
+    _check_version(ot, stacklevel)
+    for mod in POT_MODULES:
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")   # optional-dependency notices of POT
+                importlib.import_module(mod)
+        except ImportError:
+            continue
+    with _lock:
+        replaced = _replace()
+        if block:
+            _blocks += 1
+        else:
+            _explicit = True
+    if verbose:
+        for where, what in replaced.items():
+            print(f"numbaot.pot: {where} -> {what}")
+    return replaced
 
 
 def patch(verbose=False):
@@ -217,11 +465,16 @@ def patch(verbose=False):
     each binding of a POT function that numbaot provides under the same
     name (``ot.bregman``, ``ot.unbalanced``, ``ot.partial``, ``ot.solvers``,
     and ``ot.dist``)
-    by a wrapper that runs numbaot's function and falls back to POT's
-    original for non-NumPy arrays and for calls numbaot rejects (module
-    docstring); and the POT loops of ``BLAS_ONE_THREAD`` by a wrapper that
-    runs POT's own loop with BLAS on one thread for a large cost (module
-    docstring).  Idempotent: bindings already replaced are left alone.
+    by a wrapper that runs numbaot's function on NumPy float32/float64 and
+    numba CUDA device arrays and calls POT's original for other inputs and
+    for host calls numbaot rejects (module docstring), returning POT's
+    ``OTResult`` and ``LazyTensor`` for host calls; and the POT loops of
+    ``BLAS_ONE_THREAD`` by a wrapper that runs POT's own loop with BLAS on
+    one thread for a large cost (module docstring).  Idempotent: bindings
+    already replaced are left alone (and bindings of the wrappers made by
+    POT modules imported since are recorded, for :func:`unpatch`).  POT
+    stays patched until :func:`unpatch`, also after ``with patched():``
+    blocks close.
 
     Parameters
     ----------
@@ -243,7 +496,8 @@ def patch(verbose=False):
     Warns
     -----
     UserWarning
-        Once per call when the installed POT is not 0.9.7.
+        Once per call when the installed POT is not 0.9.7 (pointing at the
+        caller's line).
 
     References
     ----------
@@ -261,50 +515,34 @@ def patch(verbose=False):
     >>> bool(np.allclose(G, ot.sinkhorn(a, b, M, 1.0)))
     True
     """
-    import ot
+    # stacklevel: _check_version, _patch, patch, the caller
+    return _patch(verbose, block=False, stacklevel=4)
 
-    _check_version(ot)
-    for mod in POT_MODULES:
-        try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")   # optional-dependency notices of POT
-                importlib.import_module(mod)
-        except ImportError:
-            continue
-    with _lock:
-        pairs = _pairs()
-        pipelines = _pipelines()
-        replaced = {}
-        for modname, module in sorted(sys.modules.items()):
-            if module is None or not (modname == "ot" or modname.startswith("ot.")):
-                continue
-            for attr, value in list(vars(module).items()):
-                try:
-                    hit = value in pairs or value in pipelines
-                except TypeError:                 # unhashable
-                    continue
-                if not hit:
-                    continue
-                if value in pairs:
-                    qualname, ours = pairs[value]
-                    what = f"{ours.__module__}.{ours.__name__}"
-                    if value not in _wrappers:
-                        _wrappers[value] = _wrapper(qualname, ours, value)
-                else:
-                    what = f"{pipelines[value]}, BLAS on one thread"
-                    if value not in _wrappers:
-                        _wrappers[value] = _blas_one_thread(value)
-                setattr(module, attr, _wrappers[value])
-                _replaced.append((module, attr, value))
-                replaced[f"{modname}.{attr}"] = what
-        if verbose:
-            for where, what in replaced.items():
-                print(f"numbaot.pot: {where} -> {what}")
-        return replaced
+
+def _unpatch():
+    """Restore every binding (with ``_lock`` held); what :func:`unpatch` returns."""
+    global _explicit
+    restored = []
+    while _replaced:
+        module, attr, original = _replaced.pop()
+        setattr(module, attr, original)
+        restored.append(f"{module.__name__}.{attr}")
+    restored.reverse()
+    _recorded.clear()
+    for modname, module in _pot_modules():   # wrappers bound since the last patch()
+        for attr, value in list(vars(module).items()):
+            original = _original_of(value)
+            if original is not None:
+                setattr(module, attr, original)
+                restored.append(f"{modname}.{attr}")
+    _explicit = False
+    return restored
 
 
 def unpatch():
-    """Put back every POT binding that :func:`patch` replaced.
+    """Put back every POT binding that :func:`patch` replaced, and POT's
+    function wherever a loaded ``ot`` / ``ot.*`` module holds one of the
+    wrappers (a POT module imported while patched copies them).
 
     Returns
     -------
@@ -319,13 +557,7 @@ def unpatch():
     []
     """
     with _lock:
-        restored = []
-        while _replaced:
-            module, attr, original = _replaced.pop()
-            setattr(module, attr, original)
-            restored.append(f"{module.__name__}.{attr}")
-        _wrappers.clear()
-        return restored[::-1]
+        return _unpatch()
 
 
 def is_patched():
@@ -336,8 +568,12 @@ def is_patched():
 @contextlib.contextmanager
 def patched(verbose=False):
     """``with patched(): ...`` runs the block with POT patched, and restores
-    POT on exit (also after an exception).  Nested blocks are fine: the
-    outermost one restores.
+    POT on exit (also after an exception).
+
+    Blocks may nest, and overlap in several threads: POT stays patched
+    while any block is open, and the last one to close restores it, unless
+    :func:`patch` was called directly (before or inside a block): POT then
+    stays patched until :func:`unpatch`.
 
     Parameters
     ----------
@@ -348,14 +584,23 @@ def patched(verbose=False):
     ------
     replaced : dict
         What :func:`patch` replaced on entry.
+
+    Warns
+    -----
+    UserWarning
+        On entry, when the installed POT is not 0.9.7 (pointing at the
+        ``with`` line).
     """
-    was = is_patched()
-    replaced = patch(verbose=verbose)
+    global _blocks
+    # stacklevel: _check_version, _patch, this generator, contextlib's __enter__, the caller
+    replaced = _patch(verbose, block=True, stacklevel=5)
     try:
         yield replaced
     finally:
-        if not was:
-            unpatch()
+        with _lock:
+            _blocks -= 1
+            if _blocks == 0 and not _explicit:
+                _unpatch()
 
 
 def stats(reset=False):
