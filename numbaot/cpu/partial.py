@@ -78,6 +78,9 @@ from .._config import (
 from . import chunk_layout, serial_twin
 from ._math import fast_exp
 from ._pointer import NONE, address_for, call_at
+
+#: the return type of ``partial_pass_at`` called at its address (``call_at``)
+_F64 = nbtypes.float64
 from ._small import knopp_rows, row_exp_sum
 from .sinkhorn import (
     axpy_rows,
@@ -282,6 +285,20 @@ def partial_pass_at(item_addr, n_workers, K0, a, v, scal, vpp, upp, spp, active,
     return tot
 
 
+def _partial_pass_signature(K0, a, v, scal, vpp, upp, spp, active, Q, u, q):
+    i64 = nbtypes.int64
+    return nbtypes.float64(i64, i64, typeof(K0), typeof(a), typeof(v), typeof(scal),
+                           typeof(vpp), typeof(upp), typeof(spp), typeof(active), i64, i64,
+                           typeof(Q), typeof(u), typeof(q), nbtypes.boolean)
+
+
+def partial_pass_address(K0, a, v, scal, vpp, upp, spp, active, Q, u, q):
+    """The ``jit_address`` of ``partial_pass_at`` for these arrays (the
+    second argument of ``partial_run``)."""
+    return address_for(partial_pass_at, _partial_pass_signature, K0, a, v, scal, vpp, upp, spp,
+                       active, Q, u, q)
+
+
 def partial_fused_pass(K0, a, v, scal, active, n_chunks, chunk_rows, Q, u, q):
     """One read of K0 for every active problem k: u[k, i] = min(a[k, i] /
     (sp_k (K0 v_k)_i), 1) and q[k] = K0^T u_k, with sp_k = scal[k, 1]
@@ -388,10 +405,13 @@ def _begin_step(u, v, up, vp, scal, active, fail_at, it, save):
 
 
 @njit(**_SER)
-def partial_run(item_addr, n_workers, K0, a, b, mass, u, v, up, vp, scal, kmin, zero_below,
-                active, fail_at, cnt, n_chunks, chunk_rows, Q, q, n_steps):
+def partial_run(item_addr, pass_addr, n_workers, K0, a, b, mass, u, v, up, vp, scal, kmin,
+                zero_below, active, fail_at, cnt, n_chunks, chunk_rows, Q, q, n_steps):
     """Up to ``n_steps`` iterations of every active problem, in place; each
-    iteration's pass is ``partial_pass_at`` with ``item_addr`` =
+    iteration's pass is ``partial_pass_at``, called at its address
+    ``pass_addr`` (``partial_pass_address``: the run's module then holds
+    an indirect call, not the parallel kernel's code to optimise and emit
+    again; ``numbaot.cpu._pointer``), with ``item_addr`` =
     ``partial_chunk_address(K0, a, v, scal, vp, up, kmin, active, Q, u)``
     (the error's arrays unused: ``vp``, ``up``, ``kmin`` stand in for them)
     and ``n_workers`` threads.
@@ -408,8 +428,8 @@ def partial_run(item_addr, n_workers, K0, a, b, mass, u, v, up, vp, scal, kmin, 
         it = cnt[0]
         if _begin_step(u, v, up, vp, scal, active, fail_at, it, t == n_steps - 1) == 0:
             return t, True
-        partial_pass_at(item_addr, n_workers, K0, a, v, scal, vp, up, kmin, active, n_chunks,
-                        chunk_rows, Q, u, q, np.bool_(False))
+        call_at(pass_addr, _F64, item_addr, n_workers, K0, a, v, scal, vp, up, kmin, active,
+                n_chunks, chunk_rows, Q, u, q, np.bool_(False))
         cnt[0] = it + 1
         if _finish_step(b, mass, u, v, scal, kmin, zero_below, q, active, fail_at, it) == 0:
             return t, True
@@ -1019,7 +1039,9 @@ def partial_steps(st, n_steps):
         else:
             addr = partial_chunk_address(st.K0, st.a, st.v, st.scal, st.vp, st.up, st.kmin,
                                          st.active, st.Q, st.u)
-            more, stopped = partial_run(addr, numba.get_num_threads(), *args)
+            pass_addr = partial_pass_address(st.K0, st.a, st.v, st.scal, st.vp, st.up, st.kmin,
+                                             st.active, st.Q, st.u, st.q)
+            more, stopped = partial_run(addr, pass_addr, numba.get_num_threads(), *args)
     st.started = True
     st.stopped = bool(stopped)
     return done + int(more), bool(stopped)

@@ -724,6 +724,18 @@ def knopp_pass_at(item_addr, n_workers, M, c, Kmat, a, v, n_chunks, chunk_rows, 
     merge_chunks_serial(Q, np.ones(K, dtype=np.bool_), q)
 
 
+def _knopp_pass_signature(M, Kmat, a, v, Q, u, q):
+    i64 = nbtypes.int64
+    return nbtypes.none(i64, i64, typeof(M), nbtypes.float64, typeof(Kmat), typeof(a), typeof(v),
+                        i64, i64, typeof(Q), typeof(u), typeof(q))
+
+
+def knopp_pass_address(M, Kmat, a, v, Q, u, q):
+    """The ``jit_address`` of ``knopp_pass_at`` for these arrays (the second
+    argument of ``knopp_run``)."""
+    return address_for(knopp_pass_at, _knopp_pass_signature, M, Kmat, a, v, Q, u, q)
+
+
 def knopp_fused_pass(Kmat, a, v, n_chunks, chunk_rows, Q, u, q):
     """One read of K: u[k, i] = a[k, i] / (K v_k)_i and q = K^T u (new u),
     Kmat (dim_a, dim_b) and u, a (n_hists or 1, dim_a), v, q (n_hists,
@@ -855,13 +867,17 @@ def _knopp_step_failed(u, v, uprev, vprev, bad):
 
 
 @njit(**_SER)
-def knopp_run(item_addr, n_workers, M, c, Kmat, a, b, u, v, q, n_chunks, chunk_rows, Q, n_steps):
+def knopp_run(item_addr, pass_addr, n_workers, M, c, Kmat, a, b, u, v, q, n_chunks, chunk_rows,
+              Q, n_steps):
     """Run up to ``n_steps`` Sinkhorn-Knopp iterations in place.
 
     Arrays are problem-major (n_hists, dim).  On entry q = K^T u.  Each
-    iteration: v = b / q; u = a / (K v); q = K^T u (``knopp_pass_at`` with
-    ``item_addr`` = ``knopp_chunk_address`` of these arrays, ``n_workers``
-    threads, and M, c passed on to the chunk kernel, which ignores them).
+    iteration: v = b / q; u = a / (K v); q = K^T u (``knopp_pass_at``,
+    called at its address ``pass_addr`` = ``knopp_pass_address`` of these
+    arrays, with ``item_addr`` = ``knopp_chunk_address``, ``n_workers``
+    threads, and M, c passed on to the chunk kernel, which ignores them;
+    the run's module then holds an indirect call, not the parallel kernel's
+    code to optimise and emit again: ``numbaot.cpu._pointer``).
     As POT, an iteration where K^T u has a zero or u, v get a NaN/inf is
     undone (u, v restored) and the run stops.  Returns
     (steps completed, failed flag); on failure the first value is the index
@@ -871,7 +887,8 @@ def knopp_run(item_addr, n_workers, M, c, Kmat, a, b, u, v, q, n_chunks, chunk_r
     vprev = np.empty_like(v)
     for s in range(n_steps):
         bad = _knopp_step_begin(b, q, u, v, uprev, vprev)
-        knopp_pass_at(item_addr, n_workers, M, c, Kmat, a, v, n_chunks, chunk_rows, Q, u, q)
+        call_at(pass_addr, _NONE, item_addr, n_workers, M, c, Kmat, a, v, n_chunks, chunk_rows,
+                Q, u, q)
         if _knopp_step_failed(u, v, uprev, vprev, bad):
             return s, True
     return n_steps, False
@@ -1488,6 +1505,7 @@ def knopp_steps(st, n_steps):
         return knopp_run_pm(st.Kmat, st.a, st.b, st.u, st.v, st.q, st.n_chunks, st.chunk_rows,
                             st.Q, n_steps)
     return knopp_run(knopp_chunk_address(st.M, st.Kmat, st.a, st.v, st.Q, st.u),
+                     knopp_pass_address(st.M, st.Kmat, st.a, st.v, st.Q, st.u, st.q),
                      numba.get_num_threads(), st.M, np.float64(st.c), st.Kmat, st.a, st.b, st.u,
                      st.v, st.q, st.n_chunks, st.chunk_rows, st.Q, n_steps)
 

@@ -389,6 +389,17 @@ def uot_pass_at(item_addr, n_workers, M, c, Kmat, a, vl, fi1, n_chunks, chunk_ro
                 np.int64(chunk_rows), Q, u, np.bool_(check), part)
 
 
+def _uot_pass_signature(M, Kmat, a, vl, Q, u, part):
+    i64, f64 = nbtypes.int64, nbtypes.float64
+    return nbtypes.none(i64, i64, typeof(M), f64, typeof(Kmat), typeof(a), typeof(vl), f64, i64,
+                        i64, typeof(Q), typeof(u), nbtypes.boolean, typeof(part))
+
+
+def uot_pass_address(M, Kmat, a, vl, Q, u, part):
+    """The ``jit_address`` of ``uot_pass_at`` for these arrays."""
+    return address_for(uot_pass_at, _uot_pass_signature, M, Kmat, a, vl, Q, u, part)
+
+
 def uot_fused_pass(Kmat, a, vl, fi1, n_chunks, chunk_rows, Q, u, check, part):
     """One read of K: u[k, i] = (a[k, i] / (K v_k)_i)^fi1 and, per chunk of rows,
     Q[c, k, :] = K[rows of c]^T u_k (new u; summed over chunks by
@@ -486,6 +497,18 @@ def uot_col_address(Q, b, v, vl, q, part):
     return address_for(uot_col_items, _uot_col_signature, Q, b, v, vl, q, part)
 
 
+def _uot_col_update_signature(Q, b, v, vl, q, part):
+    i64 = nbtypes.int64
+    return nbtypes.none(i64, i64, typeof(Q), typeof(b), nbtypes.float64, typeof(v), typeof(v),
+                        typeof(vl), typeof(q), nbtypes.boolean, typeof(part))
+
+
+def uot_col_update_address(Q, b, v, vl, q, part):
+    """The ``jit_address`` of ``uot_col_update`` for these arrays (``vprev``
+    of v's type)."""
+    return address_for(uot_col_update, _uot_col_update_signature, Q, b, v, vl, q, part)
+
+
 @njit(**_PAR, **_INNER)
 def uot_col_update(item_addr, n_workers, Q, b, fi2, v, vprev, vl, q, check, part):
     """q = the merged column sums K^T u, v = (b / q)^fi2, vl = v and the
@@ -557,16 +580,22 @@ def uot_rule(failed, du, mu, dv, mv, stopThr, errs, it):
 
 
 @njit(**_SER)
-def uot_run(addr_lanes, addr_64, addr_col, n_workers, M, c, Kmat, a, b, u, v, vl, fi1, fi2,
+def uot_run(addrs, n_workers, M, c, Kmat, a, b, u, v, vl, fi1, fi2,
             n_chunks, chunk_rows, Q, q, pu, n_steps, stopThr, errs):
     """Up to ``n_steps`` unbalanced Sinkhorn iterations in place (POT order).
 
+    ``addrs`` (int64, 6) holds addresses (``numbaot.cpu._pointer``): the
+    chunk kernel for the lane copy ``vl`` of v and for v itself
+    (``uot_chunk_address``), ``uot_col_items`` (``uot_col_address``), then
+    ``uot_pass_at`` for ``vl`` and for v (``uot_pass_address``) and
+    ``uot_col_update`` (``uot_col_update_address``): the run calls the
+    parallel kernels at their addresses, so its module holds indirect
+    calls, not their code to optimise and emit again.
+
     Each iteration: u = (a / K v)^fi1 and the chunk partials of K^T u in one
-    read of K (``uot_pass_at`` with ``uot_chunk`` at ``addr_lanes`` for the
-    lane copy ``vl`` of v, at ``addr_64`` for v itself: the
-    ``uot_chunk_address`` of these arrays, M and c passed on to the chunk
-    kernel, which ignores them; ``n_workers`` threads; ``pu``
-    (n_chunks, 4) the chunks' flags), then q = K^T u and v = (b / q)^fi2
+    read of K (``uot_pass_at`` with the chunk kernel, M and c passed on to
+    it, which ignores them; ``n_workers`` threads; ``pu`` (n_chunks, 4) the
+    chunks' flags), then q = K^T u and v = (b / q)^fi2
     (``uot_col_update``); then POT's stopping rule (:func:`uot_rule`): an
     iteration where K^T u has a zero or u, v get a NaN/inf is undone and the
     run stops; otherwise its err is stored in ``errs[it]`` and the run stops
@@ -599,21 +628,21 @@ def uot_run(addr_lanes, addr_64, addr_col, n_workers, M, c, Kmat, a, b, u, v, vl
         if narrow:
             # flags and columns as runtime values (np.bool_, np.int64), not
             # literals: one compile of each kernel for a float64 K, not two
-            uot_pass_at(addr_lanes, n_workers, M, c, Kmat, a, vl, fi1, n_chunks, chunk_rows, Q, u,
-                        np.bool_(True), pu)
+            call_at(addrs[3], _NONE, addrs[0], n_workers, M, c, Kmat, a, vl, fi1, n_chunks,
+                    chunk_rows, Q, u, np.bool_(True), pu)
             if _all_set(pu, np.int64(3)):
-                uot_col_update(addr_col, n_workers, Q, b, fi2, v, vprev, vl, q, np.bool_(True),
-                               pv)
+                call_at(addrs[5], _NONE, addrs[2], n_workers, Q, b, fi2, v, vprev, vl, q,
+                        np.bool_(True), pv)
                 done = _all_set(pv, np.int64(3))
             if not done:
                 narrow = False
                 _copy2(u, uprev)
                 _copy2(v, vprev)
         if not done:
-            uot_pass_at(addr_64, n_workers, M, c, Kmat, a, v, fi1, n_chunks, chunk_rows, Q, u,
-                        np.bool_(False), pu)
-            uot_col_update(addr_col, n_workers, Q, b, fi2, v, vprev, vl, q, np.bool_(False),
-                           pv)
+            call_at(addrs[4], _NONE, addrs[1], n_workers, M, c, Kmat, a, v, fi1, n_chunks,
+                    chunk_rows, Q, u, np.bool_(False), pu)
+            call_at(addrs[5], _NONE, addrs[2], n_workers, Q, b, fi2, v, vprev, vl, q,
+                    np.bool_(False), pv)
         if narrow and not _all_set(pv, np.int64(4)):
             narrow = False
         failed = not _all_set(pu, np.int64(2)) or _col_max(pv, np.int64(0)) != 0.0
@@ -1522,7 +1551,12 @@ def uot_steps(st, n_steps, stopThr, errs):
     addr_64 = uot_chunk_address(st.M, st.Kmat, st.a, st.v, st.Q, st.u, pu)
     # ``uot_run``'s column flags: a fresh (items, 5) float64 array, as this one
     addr_col = uot_col_address(st.Q, st.b, st.v, vl, st.q, np.empty((1, 5)))
-    return _run_steps(uot_run, (addr_lanes, addr_64, addr_col, numba.get_num_threads(), st.M,
+    addrs = np.array([addr_lanes, addr_64, addr_col,
+                      uot_pass_address(st.M, st.Kmat, st.a, vl, st.Q, st.u, pu),
+                      uot_pass_address(st.M, st.Kmat, st.a, st.v, st.Q, st.u, pu),
+                      uot_col_update_address(st.Q, st.b, st.v, vl, st.q, np.empty((1, 5)))],
+                     dtype=np.int64)
+    return _run_steps(uot_run, (addrs, numba.get_num_threads(), st.M,
                                 np.float64(st.c), st.Kmat, st.a, st.b, st.u, st.v, vl, st.fi1,
                                 st.fi2, st.n_chunks, st.chunk_rows, st.Q, st.q, pu, n_steps,
                                 stopThr), n_steps, errs)
