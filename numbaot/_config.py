@@ -293,7 +293,7 @@ BATCH_MINOR_MIN = 8
 MERGE_COLS = 256
 
 #: Columns per work item of the unbalanced solver's parallel column update
-#: (``numbaot.cpu.unbalanced.uot_col_update``, ``_COLS``): (problem, block of
+#: (``numbaot.cpu.unbalanced.uot_col_chunk``, ``_COLS``): (problem, block of
 #: this many columns) pairs, merged in chunk order (bit-identical for any
 #: thread count).  No measurement is recorded for the value.
 UOT_MERGE_COLS = 256

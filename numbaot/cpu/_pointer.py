@@ -24,11 +24,15 @@ kernels lowered by ``_irlower``), the blocked log-domain pass
 Knopp and unbalanced passes (``sinkhorn.knopp_chunk``,
 ``unbalanced.uot_chunk``: 7.6 -> 5.9-6.2 s at 400^2), the partial-OT pass
 (``partial.partial_chunk``: 7.3 -> 4.5-4.7 s), the unbalanced column
-update (``unbalanced.uot_col_items``: -0.6 s) and every other parallel
-step of the blocked Knopp solve through one parallel loop
+update (``unbalanced.uot_col_items``: -0.6 s; now ``uot_col_chunk``, a
+chunk kernel of the unbalanced pass's parallel loop ``uot_pass_at``: no
+parallel kernel of its own, 0.84x the first call at 400^2) and every
+other parallel step of the blocked Knopp solve through one parallel loop
 (``sinkhorn.knopp_pass_at`` with the prepare, plan and loss chunk kernels:
 ``sinkhorn`` at 400^2 5.7 -> 2.7 s with the serial merge and the row
-sweep in kernels of their own).
+sweep in kernels of their own).  The blocked runs (``knopp_run``,
+``uot_run``, ``partial_run``) call their parallel loop at its address
+too.
 
 What it costs: the callee no longer sees its caller's context.  LLVM
 cannot inline it, so it cannot know that scratch arrays the caller just

@@ -24,8 +24,8 @@ reg), fi2 = reg_m2 / (reg_m2 + reg) (1 for an infinite reg_m),
 ``uot_fused_pass`` streams K exactly once per iteration (MAP-UOT, Sun, Hu,
 Jiang 2024, adapted to the read-only scaling form): for each tile of rows it
 forms (K v)_i, the new u_i, and adds K_ij u_i into the chunk's column
-accumulators, which become K^T u for the v update (``uot_col_update``, which
-also forms v and the convergence error).  A float32 K is processed in
+accumulators, which become K^T u for the v update (``uot_col_chunk``, also
+through ``uot_pass_at``, which forms v and the convergence error).  A float32 K is processed in
 float32 lanes (16 per AVX-512 vector, no conversions): products and partial
 sums over a block of columns (for K v) or a group of 8 rows (for K^T u) are
 float32 and go into float64 sums; while u, v and the sums are in the ranges
@@ -90,7 +90,7 @@ __all__ = [
     "uot_chunk",
     "uot_pass_at",
     "uot_fused_pass",
-    "uot_col_update",
+    "uot_col_chunk",
     "uot_rule",
     "uot_run",
     "uot_plan_stats",
@@ -360,6 +360,13 @@ def _uot_chunk_signature(M, Kmat, a, vl, Q, u, part):
                         typeof(Q), typeof(u), nbtypes.boolean, typeof(part))
 
 
+def uot_col_address(M, Kmat, b, vl, Q, v, part):
+    """The ``jit_address`` of ``uot_col_chunk`` for these arrays (the b, v
+    and flags of the column update in the a, u and part slots: of their
+    types)."""
+    return address_for(uot_col_chunk, _uot_chunk_signature, M, Kmat, b, vl, Q, v, part)
+
+
 def uot_chunk_address(M, Kmat, a, vl, Q, u, part):
     """The ``jit_address`` of the chunk work for these arrays (``vl`` in the
     lanes' dtype; ``M``: the array in ``uot_pass_at``'s M slot, unused by
@@ -403,7 +410,7 @@ def uot_pass_address(M, Kmat, a, vl, Q, u, part):
 def uot_fused_pass(Kmat, a, vl, fi1, n_chunks, chunk_rows, Q, u, check, part):
     """One read of K: u[k, i] = (a[k, i] / (K v_k)_i)^fi1 and, per chunk of rows,
     Q[c, k, :] = K[rows of c]^T u_k (new u; summed over chunks by
-    ``uot_col_update``).
+    ``uot_col_chunk``).
 
     ``vl`` (n_hists, dim_b) is v in the lanes' dtype: K's dtype (float32 lanes
     for a float32 K) or float64 (float64 lanes for any K).  Tiles of R rows
@@ -425,35 +432,42 @@ def uot_fused_pass(Kmat, a, vl, fi1, n_chunks, chunk_rows, Q, u, check, part):
                 part)
 
 
-#: (problem, block of columns) work items of ``uot_col_update``
+#: (problem, block of columns) work items of the column update (``uot_col_chunk``)
 _COLS = UOT_MERGE_COLS
 
 
 @njit(**_SER, **_INNER)
-def uot_col_items(Q, b, fi2, v, vprev, vl, q, check, part, p0, p1):
-    """The work items [p0, p1) of ``uot_col_update`` (one thread's share):
-    for p = k * n_blocks + block, q[k, j] = sum_c Q[c, k, j] over the
-    block's columns (chunk order: bit-identical for any thread count),
-    v = (b / q)^fi2 and its lane copy vl = v (cast).
+def uot_col_chunk(M, c, Kmat, a, vl, fi1, ch0, ch1, chunk_rows, Q, u, check, part):
+    """The column update's work items [ch0, ch1), a chunk kernel of
+    ``uot_pass_at`` (one thread's share, the items in place of its chunks):
+    the targets b in the ``a`` slot, fi2 in ``fi1``'s, v in ``u``'s (updated
+    in place) and its lane copy in ``vl``'s (v itself for a float64 K).  For
+    item p = k * n_blocks + block, q_j = sum_c Q[c, k, j] over the block's
+    columns (chunk order: bit-identical for any thread count), v[k, j] =
+    (b[k, j] / q_j)^fi2 and vl[k, j] = v[k, j] (cast).
 
-    part[p] = (1 if some q is 0 or some new v is not finite, max |v - vprev|,
-    max(|v|, |vprev|), 1 if ``check`` is off or every q lies in [UOT_LANE_SUM_MIN,
-    UOT_LANE_SUM_MAX], 1 if every new v lies in the float32 lane range) over the
-    block p.
+    part[p] = (1 if some q is 0 or some new v is not finite, max |v - v_old|,
+    max(|v|, |v_old|), 1 if ``check`` is off or every q lies in
+    [UOT_LANE_SUM_MIN, UOT_LANE_SUM_MAX], 1 if every new v lies in the float32
+    lane range) over the item.  ``M``, ``c``, ``Kmat`` and ``chunk_rows``
+    are unused.  Through ``uot_pass_at``: the column update has no parallel
+    kernel of its own to compile (0.3 s of a first call).
     """
+    b, fi2, v = a, fi1, u
     n_chunks, K, m = Q.shape
     shared_b = b.shape[0] == 1
     nb = (m + _COLS - 1) // _COLS
     xs = np.empty(_COLS)
-    for p in range(p0, p1):
+    qs = np.empty(_COLS)
+    for p in range(ch0, ch1):
         k = p // nb
         j0 = (p - k * nb) * _COLS
         j1 = min(m, j0 + _COLS)
         for j in range(j0, j1):
-            q[k, j] = Q[0, k, j]
-        for c in range(1, n_chunks):
+            qs[j - j0] = Q[0, k, j]
+        for ch in range(1, n_chunks):
             for j in range(j0, j1):
-                q[k, j] += Q[c, k, j]
+                qs[j - j0] += Q[ch, k, j]
         bad = False
         ok = True
         vok = True
@@ -461,22 +475,22 @@ def uot_col_items(Q, b, fi2, v, vprev, vl, q, check, part, p0, p1):
         mv = 0.0
         kb = 0 if shared_b else k
         for j in range(j0, j1):
-            xs[j - j0] = b[kb, j] / q[k, j]
+            xs[j - j0] = b[kb, j] / qs[j - j0]
         pow_inplace(xs, j1 - j0, fi2)
         for j in range(j0, j1):
-            qkj = q[k, j]
+            qkj = qs[j - j0]
             if qkj == 0.0:
                 bad = True
             if check and not (qkj >= UOT_LANE_SUM_MIN and qkj <= UOT_LANE_SUM_MAX):
                 ok = False
             x = xs[j - j0]
+            old = v[k, j]
             v[k, j] = x
             vl[k, j] = x
             if not np.isfinite(x):
                 bad = True
             if not _in_lane_range(x):
                 vok = False
-            old = vprev[k, j]
             dv = max(dv, abs(x - old))
             mv = max(mv, max(abs(x), abs(old)))
         part[p, 0] = 1.0 if bad else 0.0
@@ -484,44 +498,6 @@ def uot_col_items(Q, b, fi2, v, vprev, vl, q, check, part, p0, p1):
         part[p, 2] = mv
         part[p, 3] = 1.0 if ok else 0.0
         part[p, 4] = 1.0 if vok else 0.0
-
-
-def _uot_col_signature(Q, b, v, vl, q, part):
-    return nbtypes.none(typeof(Q), typeof(b), nbtypes.float64, typeof(v), typeof(v), typeof(vl),
-                        typeof(q), nbtypes.boolean, typeof(part), nbtypes.int64, nbtypes.int64)
-
-
-def uot_col_address(Q, b, v, vl, q, part):
-    """The ``jit_address`` of ``uot_col_items`` for these arrays (``vprev``:
-    ``np.empty_like(v)``, of v's type)."""
-    return address_for(uot_col_items, _uot_col_signature, Q, b, v, vl, q, part)
-
-
-def _uot_col_update_signature(Q, b, v, vl, q, part):
-    i64 = nbtypes.int64
-    return nbtypes.none(i64, i64, typeof(Q), typeof(b), nbtypes.float64, typeof(v), typeof(v),
-                        typeof(vl), typeof(q), nbtypes.boolean, typeof(part))
-
-
-def uot_col_update_address(Q, b, v, vl, q, part):
-    """The ``jit_address`` of ``uot_col_update`` for these arrays (``vprev``
-    of v's type)."""
-    return address_for(uot_col_update, _uot_col_update_signature, Q, b, v, vl, q, part)
-
-
-@njit(**_PAR, **_INNER)
-def uot_col_update(item_addr, n_workers, Q, b, fi2, v, vprev, vl, q, check, part):
-    """q = the merged column sums K^T u, v = (b / q)^fi2, vl = v and the
-    flags ``part`` (``uot_col_items`` on the (problem, block of _COLS
-    columns) work items, called at its address ``item_addr``
-    (``uot_col_address``) once per worker, ``n_workers`` threads)."""
-    K, m = v.shape
-    n_items = K * ((m + _COLS - 1) // _COLS)
-    nw = max(1, min(n_items, n_workers))
-    per = (n_items + nw - 1) // nw
-    for w in prange(nw):
-        call_at(item_addr, _NONE, Q, b, np.float64(fi2), v, vprev, vl, q, check, part,
-                np.int64(w * per), np.int64(min(n_items, (w + 1) * per)))
 
 
 @njit(**_SER, **_INNER)
@@ -581,27 +557,28 @@ def uot_rule(failed, du, mu, dv, mv, stopThr, errs, it):
 
 @njit(**_SER)
 def uot_run(addrs, n_workers, M, c, Kmat, a, b, u, v, vl, fi1, fi2,
-            n_chunks, chunk_rows, Q, q, pu, n_steps, stopThr, errs):
+            n_chunks, chunk_rows, Q, pu, n_steps, stopThr, errs):
     """Up to ``n_steps`` unbalanced Sinkhorn iterations in place (POT order).
 
-    ``addrs`` (int64, 6) holds addresses (``numbaot.cpu._pointer``): the
+    ``addrs`` (int64, 5) holds addresses (``numbaot.cpu._pointer``): the
     chunk kernel for the lane copy ``vl`` of v and for v itself
-    (``uot_chunk_address``), ``uot_col_items`` (``uot_col_address``), then
-    ``uot_pass_at`` for ``vl`` and for v (``uot_pass_address``) and
-    ``uot_col_update`` (``uot_col_update_address``): the run calls the
-    parallel kernels at their addresses, so its module holds indirect
-    calls, not their code to optimise and emit again.
+    (``uot_chunk_address``), ``uot_col_chunk`` (``uot_col_address``), then
+    ``uot_pass_at`` for ``vl`` and for v (``uot_pass_address``): the run
+    calls the parallel kernel at its address, so its module holds indirect
+    calls, not its code to optimise and emit again.
 
     Each iteration: u = (a / K v)^fi1 and the chunk partials of K^T u in one
     read of K (``uot_pass_at`` with the chunk kernel, M and c passed on to
     it, which ignores them; ``n_workers`` threads; ``pu`` (n_chunks, 4) the
-    chunks' flags), then q = K^T u and v = (b / q)^fi2
-    (``uot_col_update``); then POT's stopping rule (:func:`uot_rule`): an
+    chunks' flags), then q = K^T u and v = (b / q)^fi2 (``uot_pass_at``
+    with ``uot_col_chunk`` on the (problem, block of columns) items); then
+    POT's stopping rule (:func:`uot_rule`): an
     iteration where K^T u has a zero or u, v get a NaN/inf is undone and the
     run stops; otherwise its err is stored in ``errs[it]`` and the run stops
     once err < stopThr.
 
-    A float32 K runs float32 lanes (``uot_fused_pass``) while u, v, the sums
+    A float32 K (``vl`` its lane copy of v, float32; None for a float64 K,
+    whose lanes are v) runs float32 lanes (``uot_fused_pass``) while u, v, the sums
     K v, K^T u stay in the ranges where float32 products lose nothing
     (UOT_LANE_MIN..UOT_LANE_MAX, UOT_LANE_SUM_MIN..UOT_LANE_SUM_MAX); an
     iteration that leaves them is redone in float64 lanes, and so is every
@@ -613,38 +590,48 @@ def uot_run(addrs, n_workers, M, c, Kmat, a, b, u, v, vl, fi1, fi2,
     K, m = v.shape
     uprev = np.empty_like(u)
     vprev = np.empty_like(v)
-    narrow = Kmat.itemsize < 8
-    for k in range(K):
-        for j in range(m):
-            vl[k, j] = v[k, j]
-            if not _in_lane_range(v[k, j]):
-                narrow = False
-    nb = (m + _COLS - 1) // _COLS
-    pv = np.empty((K * nb, 5))
+    narrow = False
+    # ``vl`` None (a float64 K): Numba prunes the lane branches at compile
+    # time (a float64 problem's first call compiles none of them)
+    if vl is not None:
+        narrow = True
+        for k in range(K):
+            for j in range(m):
+                vl[k, j] = v[k, j]
+                if not _in_lane_range(v[k, j]):
+                    narrow = False
+    n_items = K * ((m + _COLS - 1) // _COLS)
+    pv = np.empty((n_items, 5))
     for it in range(n_steps):
         _copy2(uprev, u)
         _copy2(vprev, v)
         done = False
-        if narrow:
-            # flags and columns as runtime values (np.bool_, np.int64), not
-            # literals: one compile of each kernel for a float64 K, not two
-            call_at(addrs[3], _NONE, addrs[0], n_workers, M, c, Kmat, a, vl, fi1, n_chunks,
-                    chunk_rows, Q, u, np.bool_(True), pu)
-            if _all_set(pu, np.int64(3)):
-                call_at(addrs[5], _NONE, addrs[2], n_workers, Q, b, fi2, v, vprev, vl, q,
-                        np.bool_(True), pv)
-                done = _all_set(pv, np.int64(3))
-            if not done:
-                narrow = False
-                _copy2(u, uprev)
-                _copy2(v, vprev)
+        if vl is not None:
+            if narrow:
+                # flags and columns as runtime values (np.bool_, np.int64),
+                # not literals: one compile of each kernel, not two
+                call_at(addrs[3], _NONE, addrs[0], n_workers, M, c, Kmat, a, vl, fi1, n_chunks,
+                        chunk_rows, Q, u, np.bool_(True), pu)
+                if _all_set(pu, np.int64(3)):
+                    call_at(addrs[3], _NONE, addrs[2], n_workers, M, c, Kmat, b, vl, fi2,
+                            n_items, np.int64(0), Q, v, np.bool_(True), pv)
+                    done = _all_set(pv, np.int64(3))
+                if not done:
+                    narrow = False
+                    _copy2(u, uprev)
+                    _copy2(v, vprev)
         if not done:
             call_at(addrs[4], _NONE, addrs[1], n_workers, M, c, Kmat, a, v, fi1, n_chunks,
                     chunk_rows, Q, u, np.bool_(False), pu)
-            call_at(addrs[5], _NONE, addrs[2], n_workers, Q, b, fi2, v, vprev, vl, q,
-                    np.bool_(False), pv)
-        if narrow and not _all_set(pv, np.int64(4)):
-            narrow = False
+            if vl is None:
+                call_at(addrs[4], _NONE, addrs[2], n_workers, M, c, Kmat, b, v, fi2, n_items,
+                        np.int64(0), Q, v, np.bool_(False), pv)
+            else:
+                call_at(addrs[3], _NONE, addrs[2], n_workers, M, c, Kmat, b, vl, fi2, n_items,
+                        np.int64(0), Q, v, np.bool_(False), pv)
+        if vl is not None:
+            if narrow and not _all_set(pv, np.int64(4)):
+                narrow = False
         failed = not _all_set(pu, np.int64(2)) or _col_max(pv, np.int64(0)) != 0.0
         verdict = uot_rule(failed, _col_max(pu, np.int64(0)), _col_max(pu, np.int64(1)),
                            _col_max(pv, np.int64(1)), _col_max(pv, np.int64(2)), stopThr, errs,
@@ -1543,22 +1530,22 @@ def uot_steps(st, n_steps, stopThr, errs):
         return _run_steps(uot_small_run, (st.Kmat, st.a, st.b, st.u, st.v, st.fi1, st.fi2,
                                           n_steps, stopThr), n_steps, errs)
     _blocked_layout(st)
-    # the lane copy of v (K's dtype) and the chunks' flags, made here so
-    # that the chunk kernel's addresses are taken for their types
-    vl = np.empty(st.v.shape, dtype=st.Kmat.dtype)
+    # the lane copy of v (a float32 K: float32 lanes; None for a float64 K,
+    # whose lanes are v itself) and the chunks' flags, made here so that
+    # the chunk kernel's addresses are taken for their types
+    vl = np.empty(st.v.shape, dtype=st.Kmat.dtype) if st.Kmat.itemsize < 8 else None
     pu = np.empty((st.n_chunks, 4))
-    addr_lanes = uot_chunk_address(st.M, st.Kmat, st.a, vl, st.Q, st.u, pu)
+    lanes = st.v if vl is None else vl
+    addr_lanes = uot_chunk_address(st.M, st.Kmat, st.a, lanes, st.Q, st.u, pu)
     addr_64 = uot_chunk_address(st.M, st.Kmat, st.a, st.v, st.Q, st.u, pu)
-    # ``uot_run``'s column flags: a fresh (items, 5) float64 array, as this one
-    addr_col = uot_col_address(st.Q, st.b, st.v, vl, st.q, np.empty((1, 5)))
+    addr_col = uot_col_address(st.M, st.Kmat, st.b, lanes, st.Q, st.v, pu)
     addrs = np.array([addr_lanes, addr_64, addr_col,
-                      uot_pass_address(st.M, st.Kmat, st.a, vl, st.Q, st.u, pu),
-                      uot_pass_address(st.M, st.Kmat, st.a, st.v, st.Q, st.u, pu),
-                      uot_col_update_address(st.Q, st.b, st.v, vl, st.q, np.empty((1, 5)))],
+                      uot_pass_address(st.M, st.Kmat, st.a, lanes, st.Q, st.u, pu),
+                      uot_pass_address(st.M, st.Kmat, st.a, st.v, st.Q, st.u, pu)],
                      dtype=np.int64)
     return _run_steps(uot_run, (addrs, numba.get_num_threads(), st.M,
                                 np.float64(st.c), st.Kmat, st.a, st.b, st.u, st.v, vl, st.fi1,
-                                st.fi2, st.n_chunks, st.chunk_rows, st.Q, st.q, pu, n_steps,
+                                st.fi2, st.n_chunks, st.chunk_rows, st.Q, pu, n_steps,
                                 stopThr), n_steps, errs)
 
 
