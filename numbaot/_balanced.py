@@ -224,8 +224,8 @@ def plain_weights(w, dim, M):
     (``sinkhorn([], [], M, reg)`` at 16 x 16 took the full path: 20 µs
     against 5 µs); any other ``w`` unchanged.  (A float32 M keeps the full
     path: its uniform weights are float64 there, not of M's dtype.)"""
-    if type(M) is not np.ndarray or M.dtype != np.float64:
-        return w
+    if type(M) is not np.ndarray or M.dtype != np.float64 or dim == 0:
+        return w  # (an empty M: the full path's validation names it)
     if w is None or (type(w) in (list, tuple) and len(w) == 0) or (
             type(w) is np.ndarray and w.ndim <= 1 and w.size == 0):
         return np.full(dim, 1.0 / dim)

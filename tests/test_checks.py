@@ -74,6 +74,24 @@ def test_M_not_2d(fn, kind, problem):
 
 
 @entries()
+@pytest.mark.parametrize("shape", [(0, 0), (0, 4), (3, 0)], ids=str)
+def test_empty_M(fn, shape):
+    """An empty M with empty (uniform) weights: the ValueError naming M
+    (the one-call path's uniform weights divided by a zero dimension)."""
+    with pytest.raises(ValueError, match="M must have at least one row and one column"):
+        fn([], [], np.zeros(shape), 0.1)
+    with pytest.raises(ValueError, match="M must have at least one row and one column"):
+        fn(np.array([]), np.array([]), np.zeros(shape), 0.1)
+
+
+@pytest.mark.parametrize("fn", [numbaot.sinkhorn_unbalanced, numbaot.sinkhorn_unbalanced2])
+@pytest.mark.parametrize("shape", [(0, 0), (0, 4)], ids=str)
+def test_empty_M_unbalanced(fn, shape):
+    with pytest.raises(ValueError, match="M must have at least one row and one column"):
+        fn(np.array([]), np.array([]), np.zeros(shape), 0.1, 1.0)
+
+
+@entries()
 @pytest.mark.parametrize("value", [np.nan, np.inf, -np.inf], ids=str)
 def test_M_not_finite(fn, value, problem):
     a, b, M = problem
