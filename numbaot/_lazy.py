@@ -633,6 +633,10 @@ def lazy_setup(X_s, X_t, reg, a, b, metric, numIterMax, stopThr, batchSize, warm
     dtype = _checks.result_dtype(*(x for x in (a_in, b_in, X_s, X_t) if x is not None))
     a = _weights(a_in, ns, "a")
     b = _weights(b_in, nt, "b")
+    # balanced OT needs sum a = sum b, as the dense solvers check
+    # (POT's lazy loop runs anyway and warns that it did not converge)
+    _checks.check_equal_mass([a.sum()], [b.sum()], _checks.mass_tolerance(
+        *(x.dtype for x in (a_in, b_in) if x is not None)))
     Xs = np.ascontiguousarray(X_s, dtype=np.float64)
     Xt = np.ascontiguousarray(X_t, dtype=np.float64)
     with np.errstate(divide="ignore"):

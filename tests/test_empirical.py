@@ -226,3 +226,24 @@ def test_caller_arrays_unchanged(rng):
 
 def test_exported_from_bregman():
     assert numbaot.bregman.empirical_sinkhorn is empirical_sinkhorn
+
+
+@pytest.mark.parametrize("call", ["lazy", "lazy2", "value_and_grad", "value_and_grad_scaling",
+                                  "solve_sample"])
+def test_lazy_unequal_masses_raise_as_the_dense_solvers(call):
+    """Balanced OT needs sum a = sum b: the lazy paths raise the dense
+    solvers' ValueError (POT's lazy loop runs on and warns that it did
+    not converge, returning a plan that meets neither marginal)."""
+    rng = np.random.default_rng(3)
+    Xs, Xt = rng.random((6, 2)), rng.random((5, 2))
+    a, b = np.full(6, 1 / 3), np.full(5, 0.2)
+    calls = {
+        "lazy": lambda: numbaot.bregman.empirical_sinkhorn(Xs, Xt, 1.0, a, b, isLazy=True),
+        "lazy2": lambda: numbaot.bregman.empirical_sinkhorn2(Xs, Xt, 1.0, a, b, isLazy=True),
+        "value_and_grad": lambda: numbaot.empirical_sinkhorn2_value_and_grad(Xs, Xt, 1.0, a, b),
+        "value_and_grad_scaling": lambda: numbaot.empirical_sinkhorn2_value_and_grad(
+            Xs, Xt, 1.0, a, b, scaling=0.5),
+        "solve_sample": lambda: numbaot.solve_sample(Xs, Xt, a, b, reg=1.0, lazy=True),
+    }
+    with pytest.raises(ValueError, match=r"a and b must have the same \(finite\) total mass"):
+        calls[call]()
