@@ -224,14 +224,14 @@ class Problem:
         return max(self.n_hists, 1)
 
 
-def _check_weights(w, name, dim, dim_name, require_mass=True):
+def _check_weights(w, name, dim, dim_name, require_mass=True, owner="M"):
     if w.ndim == 0:
         raise ValueError(f"{name} must be 1-D (or 2-D for a batch); got a scalar")
     if w.ndim > 2:
         raise ValueError(f"{name} must be 1-D or 2-D; got shape {w.shape}")
     if w.shape[0] != dim:
         raise ValueError(
-            f"{name} has {w.shape[0]} entries along its first axis but M has "
+            f"{name} has {w.shape[0]} entries along its first axis but {owner} has "
             f"{dim} {dim_name}; expected {name}.shape[0] == {dim}"
         )
     wf = w.astype(np.float64)
@@ -249,12 +249,14 @@ def _check_weights(w, name, dim, dim_name, require_mass=True):
     return wf
 
 
-def check_histograms(w, name, dim, dim_name, allow_batch, method_name):
+def check_histograms(w, name, dim, dim_name, allow_batch, method_name, owner="M"):
     """Weights as a C-contiguous float64 array (n, dim), and the number of
-    histograms when ``w`` is 2-D (0 when 1-D).  Empty ``w`` means uniform."""
+    histograms when ``w`` is 2-D (0 when 1-D).  Empty ``w`` means uniform.
+    ``owner``: the argument whose ``dim`` ``dim_name`` the weights must
+    match (named in the error)."""
     if w.size == 0 and w.ndim <= 1:
         return np.full((1, dim), 1.0 / dim), 0
-    wf = _check_weights(w, name, dim, dim_name)
+    wf = _check_weights(w, name, dim, dim_name, owner=owner)
     if wf.ndim == 1:
         return wf.reshape(1, -1), 0
     if not allow_batch:

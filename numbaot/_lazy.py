@@ -109,7 +109,8 @@ def check_point_scale(X_s, X_t, reg, metric):
 def _weights(w, n, name):
     if w is None:
         return np.full(n, 1.0 / n)
-    hist, _ = _checks.check_histograms(w, name, n, "points", False, "the lazy empirical solver")
+    hist, _ = _checks.check_histograms(w, name, n, "points", False, "the lazy empirical solver",
+                                       owner="X_s" if name == "a" else "X_t")
     return hist[0]
 
 

@@ -247,3 +247,15 @@ def test_lazy_unequal_masses_raise_as_the_dense_solvers(call):
     }
     with pytest.raises(ValueError, match=r"a and b must have the same \(finite\) total mass"):
         calls[call]()
+
+
+@pytest.mark.parametrize("isLazy", [True, False])
+def test_weight_length_errors_name_the_points(isLazy):
+    rng = np.random.default_rng(4)
+    Xs, Xt = rng.random((6, 2)), rng.random((5, 2))
+    with pytest.raises(ValueError, match=r"a has 5 entries .* but X_s has 6 points"):
+        empirical_sinkhorn(Xs, Xt, 1.0, a=np.full(5, 0.2), isLazy=isLazy)
+    with pytest.raises(ValueError, match=r"b has 6 entries .* but X_t has 5 points"):
+        empirical_sinkhorn2(Xs, Xt, 1.0, b=np.full(6, 1 / 6), isLazy=isLazy)
+    with pytest.raises(ValueError, match="numIterMax"):
+        empirical_sinkhorn(Xs, Xt, 1.0, numIterMax=-1, isLazy=isLazy)

@@ -23,7 +23,7 @@ __all__ = ["empirical_sinkhorn", "empirical_sinkhorn2", "empirical_sinkhorn_dive
            "LazyPlan"]
 
 
-def _dense_problem(X_s, X_t, reg, a, b, metric):
+def _dense_problem(X_s, X_t, reg, a, b, metric, numIterMax):
     """The cost matrix dist(X_s, X_t) and the weights (uniform for None, in
     the dtype of M) of the non-lazy path.  The points are checked first
     (:func:`numbaot._lazy.check_points`: 2-D, at least one point, finite;
@@ -31,6 +31,13 @@ def _dense_problem(X_s, X_t, reg, a, b, metric):
     float64), and, for the metrics of the lazy path, the cost scale
     (:func:`numbaot._lazy.check_point_scale`, naming X_s, X_t and reg)."""
     Xs, Xt = check_points(X_s, "X_s"), check_points(X_t, "X_t")
+    # named as the caller knows them (the solver would name M and numItermax)
+    _checks.check_iter_count(numIterMax, "numIterMax")
+    for w, name, X, owner in ((a, "a", Xs, "X_s"), (b, "b", Xt, "X_t")):
+        k = np.shape(w)[0] if w is not None and np.ndim(w) >= 1 else None
+        if k not in (None, 0, X.shape[0]):
+            raise ValueError(f"{name} has {k} entries along its first axis but {owner} has "
+                             f"{X.shape[0]} points; expected {name}.shape[0] == {X.shape[0]}")
     if Xs.shape[1] != Xt.shape[1]:
         raise ValueError(f"X_s and X_t must have the same dimension; got {Xs.shape[1]} "
                          f"and {Xt.shape[1]}")
@@ -62,14 +69,19 @@ def empirical_sinkhorn(X_s, X_t, reg, a=None, b=None, metric="sqeuclidean", numI
 
     Parameters
     ----------
-    X_s : array-like, shape (n_samples_a, dim), float or integer
-        Source points (integer coordinates are computed in float64).
-    X_t : array-like, shape (n_samples_b, dim), float
-        Target points (same dim).
+    X_s : array-like, shape (n_samples_a, dim), float32 or float64
+        Source points (finite, at least one).  Other real dtypes are
+        accepted: integer coordinates are computed in float64, float16 ones
+        in float32.  With ``isLazy=True`` also a CUDA device array.
+    X_t : array-like, shape (n_samples_b, dim), float32 or float64
+        Target points (same dim; same rules).
     reg : float
-        Entropic regularisation (> 0), in units of the cost.
-    a, b : array-like, shapes (n_samples_a,), (n_samples_b,), optional
-        Point weights (non-negative, positive mass); None = uniform.
+        Entropic regularisation (finite, > 0), in units of the cost.
+    a, b : array-like, shapes (n_samples_a,), (n_samples_b,), float32 or float64, optional
+        Point weights (mass per point; >= 0, finite, positive total; sum a
+        = sum b, checked); None = uniform.  Any
+        real dtype (float16 computed as float32, integers as float64); with
+        ``isLazy=True`` host or device arrays, 1-D only.
     metric : str, default 'sqeuclidean'
         Cost: with ``isLazy=True`` 'sqeuclidean' or 'euclidean'; otherwise
         any metric of :func:`numbaot.dist`.
@@ -82,8 +94,13 @@ def empirical_sinkhorn(X_s, X_t, reg, a=None, b=None, metric="sqeuclidean", numI
         Costs on the fly (see above).
     batchSize : int or tuple of two ints, default 100
         Validated as in POT; numbaot's lazy kernels need no batches.
-    verbose, log, warn, warmstart, **kwargs
-        As POT: lazy ``warmstart`` = (f, g) log-scalings; ``**kwargs`` go to
+    warmstart : tuple of 2 host arrays, optional
+        Initial log-scalings: with ``isLazy=True`` (f, g), shapes
+        (n_samples_a,), (n_samples_b,); otherwise the ``warmstart`` of
+        :func:`numbaot.sinkhorn` ((log u, log v) for the default method).
+        Any real dtype, used as float64; finite except -inf at a zero weight.
+    verbose, log, warn, **kwargs
+        As POT; ``**kwargs`` go to
         :func:`numbaot.sinkhorn` when ``isLazy=False``.  With ``isLazy=True``
         numbaot reads one keyword of its own, ``scaling`` (None by default:
         POT's iterates): a float in (0, 1) turns on epsilon scaling (one
@@ -97,25 +114,48 @@ def empirical_sinkhorn(X_s, X_t, reg, a=None, b=None, metric="sqeuclidean", numI
 
     Returns
     -------
-    isLazy=True: f, g : ndarray (n_samples_a,), (n_samples_b,), input dtype
-        Log-scalings (dual potentials / reg); the plan is exp(f_i + g_j - M_ij / reg).
-        With ``log``: also a dict with 'err' (marginal errors at checks),
-        'u' (= f), 'v' (= g), 'niter', 'lazy_plan' (a :class:`LazyPlan`,
-        indexed as POT's LazyTensor: an integer keeps its axis; a negative
-        one counts from the end, where POT's returns an empty block).
-    isLazy=False: gamma : ndarray (n_samples_a, n_samples_b) (and the log of
-        :func:`numbaot.sinkhorn`).
+    gamma : ndarray, shape (n_samples_a, n_samples_b)
+        If ``isLazy=False``: the entropic plan (mass moved from x_i to y_j),
+        as :func:`numbaot.sinkhorn` returns it (the losses, shape (n_hists,),
+        for a 2-D ``b``).  float32 when the points and the given weights are
+        float32 (or float16) and ``metric`` is computed by NumPy (not
+        SciPy), else float64.
+    f : ndarray or CUDA device array, shape (n_samples_a,)
+        If ``isLazy=True`` (returned in place of ``gamma``): log-scalings of
+        the source points (dual potential / reg); the plan is
+        exp(f_i + g_j - cost(x_i, y_j) / reg).  float32 when every given
+        input (X_s, X_t, a, b) is float32 (or float16), else float64; a
+        device array of ``X_s``'s kind for device inputs.
+    g : ndarray or CUDA device array, shape (n_samples_b,)
+        If ``isLazy=True``: log-scalings of the target points, as ``f``.
+    log : dict
+        Only if ``log=True``.  If ``isLazy=True``: 'err' (row-marginal
+        errors at the checks), 'u' (= f), 'v' (= g), 'niter', 'lazy_plan' (a
+        :class:`LazyPlan`, indexed as POT's LazyTensor: an integer keeps its
+        axis; a negative one counts from the end, where POT's returns an
+        empty block); with ``scaling`` also 'eps_schedule',
+        'niter_scaling', 'niter_total'.  Else the log of
+        :func:`numbaot.sinkhorn`.
 
     Raises
     ------
     TypeError
-        Non-numeric inputs.
+        Non-numeric, boolean, complex or masked points or weights;
+        non-numeric ``reg``, ``stopThr``; non-integer ``numIterMax``;
+        ``warmstart`` not a tuple/list; with ``isLazy=True``, host and
+        device arrays mixed; with ``isLazy=False``, device arrays (the dense
+        path takes host arrays).
     ValueError
-        reg <= 0; points not 2-D, empty (POT: ZeroDivisionError), of different
-        dim or not finite; squared (or plain) distances / reg beyond 2**52 or
-        overflowing, e.g. points at 1e200 (POT: NaN); bad weights; unknown
-        lazy metric; malformed batchSize or warmstart; a lazy ``scaling``
-        outside (0, 1).
+        reg <= 0 or not finite; points not 2-D, empty (POT:
+        ZeroDivisionError), of different dim or not finite; squared (or
+        plain) distances / reg beyond 2**52 or overflowing, e.g. points at
+        1e200 (POT: NaN); bad weights (wrong length, negative, not finite,
+        zero mass, unequal masses); unknown lazy metric; numIterMax < 0;
+        stopThr NaN or < 0; malformed batchSize or warmstart; a lazy
+        ``scaling`` outside (0, 1); the errors of :func:`numbaot.sinkhorn`
+        (``isLazy=False``).
+    numbaot._dispatch.CudaUnavailableError
+        Device arrays (``isLazy=True``) without numba-cuda or a usable GPU.
 
     Warns
     -----
@@ -153,7 +193,7 @@ def empirical_sinkhorn(X_s, X_t, reg, a=None, b=None, metric="sqeuclidean", numI
                                     batchSize, verbose, log, warn, warmstart,
                                     scaling=kwargs.get("scaling"))
         return (f, g, lg) if log else (f, g)
-    M, a, b = _dense_problem(X_s, X_t, reg, a, b, metric)
+    M, a, b = _dense_problem(X_s, X_t, reg, a, b, metric, numIterMax)
     return sinkhorn(a, b, M, reg, numItermax=numIterMax, stopThr=stopThr, verbose=verbose,
                     log=log, warmstart=warmstart, **kwargs)
 
@@ -174,13 +214,17 @@ def empirical_sinkhorn2(X_s, X_t, reg, a=None, b=None, metric="sqeuclidean", num
 
     Returns
     -------
-    W : float (input dtype), or for 2-D ``b`` with ``isLazy=False`` an ndarray (n_hists,)
-    log : dict, only if ``log=True`` (that of :func:`empirical_sinkhorn` or
-        :func:`numbaot.sinkhorn2`).
+    W : numpy.float32 or numpy.float64; for 2-D ``b`` with ``isLazy=False`` an ndarray (n_hists,)
+        Transport cost <gamma, M>_F in units of the cost; of the result
+        dtype of :func:`empirical_sinkhorn` (a NumPy scalar also for device
+        inputs).
+    log : dict
+        Only if ``log=True``: that of :func:`empirical_sinkhorn` (lazy) or
+        of :func:`numbaot.sinkhorn2`.
 
     Raises
     ------
-    TypeError, ValueError
+    TypeError, ValueError, numbaot._dispatch.CudaUnavailableError
         As :func:`empirical_sinkhorn`.
 
     References
@@ -203,7 +247,7 @@ def empirical_sinkhorn2(X_s, X_t, reg, a=None, b=None, metric="sqeuclidean", num
                                       scaling=kwargs.get("scaling"))
         loss = st.dtype.type(be.lazy_transport_cost(st))
         return (loss, lg) if log else loss
-    M, a, b = _dense_problem(X_s, X_t, reg, a, b, metric)
+    M, a, b = _dense_problem(X_s, X_t, reg, a, b, metric, numIterMax)
     return sinkhorn2(a, b, M, reg, numItermax=numIterMax, stopThr=stopThr, verbose=verbose,
                      log=log, warn=warn, warmstart=warmstart, **kwargs)
 
@@ -220,19 +264,24 @@ def empirical_sinkhorn_divergence(X_s, X_t, reg, a=None, b=None, metric="sqeucli
     ----------
     X_s, X_t, reg, a, b, metric, numIterMax, stopThr, verbose, log, warn, **kwargs
         As :func:`empirical_sinkhorn2` (``isLazy`` may be passed in kwargs).
-    warmstart : pair (u, v), optional
-        As POT: (u, v) for the cross term, (u, u) and (v, v) for the others.
+    warmstart : pair (u, v) of host arrays, optional
+        Log-scalings of shapes (n_samples_a,) and (n_samples_b,), any real
+        dtype (used as float64).  As POT: (u, v) for the cross term, (u, u)
+        and (v, v) for the two others.
 
     Returns
     -------
-    S : float, >= 0
+    S : numpy.float32 or numpy.float64
+        The divergence (>= 0), in units of the cost; of the result dtype of
+        :func:`empirical_sinkhorn2`.
     log : dict, only if ``log=True``: 'sinkhorn_loss_ab', 'sinkhorn_loss_a',
         'sinkhorn_loss_b', 'log_sinkhorn_ab', 'log_sinkhorn_a', 'log_sinkhorn_b'.
 
     Raises
     ------
-    TypeError, ValueError
-        As :func:`empirical_sinkhorn2`.
+    TypeError, ValueError, numbaot._dispatch.CudaUnavailableError
+        As :func:`empirical_sinkhorn2`; ``warmstart`` not a tuple/list
+        (TypeError) or not of 2 items (ValueError).
 
     References
     ----------
