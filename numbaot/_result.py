@@ -79,10 +79,13 @@ class OTResult:
 
     Parameters
     ----------
-    potentials : tuple of array-like, shapes (dim_a,), (dim_b,), optional
+    potentials : tuple of 2 arrays, shapes (dim_a,), (dim_b,), float32 or float64, optional
         Dual potentials, i.e. Lagrange multipliers for the marginal
         constraints (for the entropic solvers: the log-scalings, dual
-        potentials divided by ``reg``, as POT).
+        potentials divided by ``reg``, as POT; for the "geomloss*" methods
+        of :func:`numbaot.solve_sample` the potentials in units of the
+        cost).  Stored as given: the solvers pass NumPy or device arrays of
+        their result dtype (float32 for float32 inputs, else float64).
     value : float, optional
         Full transport cost, including possible regularization terms.
     value_linear : float, optional
@@ -90,15 +93,18 @@ class OTResult:
     value_quad : float, optional
         The quadratic part of the transport cost (Gromov-Wasserstein; not
         computed by numbaot).
-    plan : array-like, shape (dim_a, dim_b), optional
-        Transport plan, encoded as a dense array.
+    plan : array-like, shape (dim_a, dim_b), float32 or float64, optional
+        Transport plan (mass moved from source i to target j), encoded as a
+        dense array: a NumPy array, or a device array for device solves;
+        stored as given (the solvers' result dtype).
     log : dict, optional
         Dictionary containing potential information about the solver.
     backend : object, optional
         Accepted for compatibility with POT's signature; numbaot picks its
         array operations from the arrays themselves.
-    sparse_plan : scipy.sparse matrix, optional
-        Transport plan, encoded as a sparse array.
+    sparse_plan : scipy.sparse matrix, shape (dim_a, dim_b), optional
+        Transport plan, encoded as a sparse array (any dtype; its
+        ``toarray()`` gives ``plan`` when no dense plan is given).
     lazy_plan : object, optional
         Transport plan, encoded as a lazy object sliceable as ``plan[i0:i1, :]``
         (numbaot's ``LazyPlan``, in place of POT's ``LazyTensor``, with its

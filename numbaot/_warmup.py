@@ -286,11 +286,15 @@ def warmup(functions=None, dtypes=("float64", "float32"), verbose=True):
 
     Parameters
     ----------
-    functions : list of str or None, default None
-        Names from ``numbaot.WARMUP_FUNCTIONS`` (e.g. ``["sinkhorn",
-        "sinkhorn_log"]``); ``None`` compiles all of them.
-    dtypes : sequence of {'float64', 'float32'}, default ('float64', 'float32')
-        Floating-point types to compile for (NumPy dtypes are accepted too).
+    functions : str, list of str or None, default None
+        Names from ``numbaot._warmup.WARMUP_FUNCTIONS`` (the keys of that
+        dict, e.g. ``["sinkhorn", "sinkhorn_log"]``), or a single name as a
+        string; duplicates are compiled once.  ``None`` compiles all of
+        them.
+    dtypes : str, dtype or sequence of them, default ('float64', 'float32')
+        Floating-point types to compile for: 'float64' and/or 'float32', as
+        names, NumPy dtypes or types (``np.float32``); a single one needs no
+        sequence.
     verbose : bool, default True
         Print one progress line per (function, dtype) to standard error, with
         the seconds it took.
@@ -304,10 +308,11 @@ def warmup(functions=None, dtypes=("float64", "float32"), verbose=True):
     Raises
     ------
     ValueError
-        If a name in ``functions`` is unknown or a dtype is not float64 or
-        float32.
+        If a name in ``functions`` is unknown (or not a string), a dtype is
+        not float64 or float32, or ``dtypes`` is empty.
     TypeError
-        If ``functions`` is neither None, a string nor an iterable of names.
+        If ``functions`` is neither None, a string nor an iterable of names,
+        or ``dtypes`` is neither a string, a dtype or type, nor an iterable.
 
     Notes
     -----
@@ -332,6 +337,10 @@ def warmup(functions=None, dtypes=("float64", "float32"), verbose=True):
     >>> seconds = numbaot.warmup(["discounted_cumsum_right"], dtypes=["float64"], verbose=False)
     >>> sorted(seconds)
     [('discounted_cumsum_right', 'float64')]
+    >>> sorted(numbaot.warmup("discounted_cumsum_right", dtypes="float64", verbose=False))
+    [('discounted_cumsum_right', 'float64')]
+    >>> "sinkhorn_log" in numbaot._warmup.WARMUP_FUNCTIONS
+    True
     """
     names = _check_functions(functions)
     dts = _check_dtypes(dtypes)

@@ -265,19 +265,24 @@ def sinkhorn(a_local, b, M_local, reg, method="sinkhorn", numItermax=1000, stopT
 
     Parameters
     ----------
-    a_local : array-like or None, shape (n_local,)
+    a_local : array-like or None, shape (n_local,), float32 or float64
         This rank's slice of the source weights (>= 0, finite; the total mass
         over all ranks must be positive).  ``None`` or empty on every rank:
-        uniform, 1 / (sum of n_local over the ranks).
-    b : array-like or None, shape (dim_b,)
+        uniform, 1 / (sum of n_local over the ranks).  Host arrays of any
+        real dtype (float16 computed as float32, integers as float64).
+    b : array-like or None, shape (dim_b,), float32 or float64
         Target weights, the same on every rank (checked).  Empty: uniform.
+        Same dtype rules as ``a_local``.
     M_local : array-like, shape (n_local, dim_b), float32 or float64
-        This rank's rows of the cost matrix (n_local >= 1); e.g. rows
-        ``local_rows(dim_a)`` of the full matrix.
+        This rank's rows of the cost matrix (finite, n_local >= 1), in the
+        units of the loss; e.g. rows ``local_rows(dim_a)`` of the full
+        matrix.  A host array of any real dtype (float16 computed as
+        float32, integers as float64).
     reg : float
         Entropic regularisation (> 0), in units of ``M``; same on every rank.
-    method : {'sinkhorn', 'sinkhorn_log'}
-        Multiplicative Sinkhorn-Knopp, or the log domain (any ``reg``).
+    method : {'sinkhorn', 'sinkhorn_log'}, default 'sinkhorn'
+        Multiplicative Sinkhorn-Knopp, or the log domain (any ``reg``);
+        case-insensitive.
     numItermax, stopThr, verbose, warn
         As :func:`numbaot.sinkhorn`; the same on every rank (checked).
         ``verbose`` prints on rank 0 only.
@@ -286,9 +291,11 @@ def sinkhorn(a_local, b, M_local, reg, method="sinkhorn", numItermax=1000, stopT
         ``'niter'``, and the scalings: for 'sinkhorn' ``'u'`` (this rank's
         rows, shape (n_local,)) and ``'v'`` (global, (dim_b,)); for
         'sinkhorn_log' ``'log_u'``, ``'u'`` (local) and ``'log_v'``, ``'v'``
-        (global).
+        (global); arrays of the result dtype.
     warmstart : tuple (log_u_local, log_v), optional
-        Initial log-scalings, shapes (n_local,) and (dim_b,).
+        Initial log-scalings, shapes (n_local,) and (dim_b,): finite host
+        arrays of any real dtype, used as float64.  Given on every rank or
+        on none.
     comm : mpi4py communicator, optional
         Default ``MPI.COMM_WORLD``.
     **kwargs
@@ -296,16 +303,19 @@ def sinkhorn(a_local, b, M_local, reg, method="sinkhorn", numItermax=1000, stopT
 
     Returns
     -------
-    plan_local : ndarray, shape (n_local, dim_b), dtype of the inputs
+    plan_local : ndarray, shape (n_local, dim_b)
         This rank's rows of the optimal plan (mass moved from source i to
-        target j).
+        target j); float32 when every non-empty input among ``a_local``,
+        ``b``, ``M_local`` is float32 (or float16), else float64 (the same
+        on every rank: checked).
     log : dict
         Only if ``log=True``.
 
     Raises
     ------
     TypeError
-        Non-numeric arrays or scalars; ``comm`` not a communicator.
+        Non-numeric arrays or scalars, GPU arrays; ``warmstart`` not a
+        tuple/list; ``comm`` not a communicator.
     ValueError
         As :func:`numbaot.sinkhorn`, on any rank (then raised on every rank);
         ``method`` not 'sinkhorn' or 'sinkhorn_log'; 2-D ``b``; ``b``, ``reg``,
@@ -466,49 +476,58 @@ def sinkhorn_unbalanced(a_local, b, M_local, reg, reg_m, method="sinkhorn", reg_
 
     Parameters
     ----------
-    a_local : array-like or None, shape (n_local,)
+    a_local : array-like or None, shape (n_local,), float32 or float64
         This rank's slice of the source weights (>= 0; positive total mass).
-        ``None``/empty on every rank: uniform over all rows.
-    b : array-like or None, shape (dim_b,)
-        Target weights, the same on every rank.
+        ``None``/empty on every rank: uniform over all rows.  Host arrays of
+        any real dtype (float16 computed as float32, integers as float64).
+    b : array-like or None, shape (dim_b,), float32 or float64
+        Target weights, the same on every rank; same dtype rules.
     M_local : array-like, shape (n_local, dim_b), float32 or float64
-        This rank's rows of the cost matrix.
+        This rank's rows of the cost matrix (finite), in the units of the
+        loss; a host array of any real dtype, as ``a_local``.
     reg : float
         Entropic regularisation (> 0).
     reg_m : float or indexable of 1 or 2 floats
         Marginal relaxations (>= 0, ``inf`` = hard constraint on that side).
-    method : {'sinkhorn'}
-        Only the multiplicative solver is distributed.
-    reg_type : {'kl', 'entropy'}
+    method : {'sinkhorn'}, default 'sinkhorn'
+        Only the multiplicative solver is distributed (case-insensitive).
+    reg_type : {'kl', 'entropy'}, default 'kl'
         'kl': KL to the reference measure c = a b^T (or the given ``c``);
-        'entropy': c = 1 (POT's warning about ``c`` being overwritten is issued).
+        'entropy': c = 1 (POT's warning about ``c`` being overwritten is
+        issued); case-insensitive.
     c : array-like, shape (n_local, dim_b), optional
-        This rank's rows of an explicit reference measure (>= 0).
+        This rank's rows of an explicit reference measure (>= 0, finite);
+        any real dtype, used as float64.
     warmstart : tuple (log_u_local, log_v), optional
-        Initial log-scalings, shapes (n_local,), (dim_b,).
+        Initial log-scalings, shapes (n_local,), (dim_b,): finite host
+        arrays of any real dtype, used as float64.
     numItermax, stopThr, verbose
         As POT; the same on every rank.  ``verbose`` prints on rank 0.
     log : bool
         Also return a dict with ``'err'`` (global), ``'logu'`` (local rows),
         ``'logv'`` (global), ``'cost'`` (<plan, M> over all ranks) and
-        ``'total_cost'`` (the unbalanced objective over all ranks).
+        ``'total_cost'`` (the unbalanced objective over all ranks), of the
+        result dtype.
     comm, **kwargs
         As :func:`sinkhorn`: the communicator (default ``MPI.COMM_WORLD``);
         other keywords are ignored, as in POT.
 
     Returns
     -------
-    plan_local : ndarray, shape (n_local, dim_b), dtype of the inputs
-        This rank's rows of the plan.
+    plan_local : ndarray, shape (n_local, dim_b)
+        This rank's rows of the plan; float32 when every non-empty input
+        among ``a_local``, ``b``, ``M_local`` is float32 (or float16), else
+        float64.
     log : dict
         Only if ``log=True``.
 
     Raises
     ------
     TypeError, ValueError
-        As :func:`sinkhorn` (on any rank, then on every rank); ``reg_m`` < 0 or
-        of length other than 1 or 2; ``c`` of the wrong shape or negative;
-        ``method`` other than 'sinkhorn'.
+        As :func:`sinkhorn` (on any rank, then on every rank); ``reg_m`` < 0,
+        NaN or of length other than 1 or 2; ``reg_type`` not 'kl' or
+        'entropy'; ``c`` of the wrong shape, negative or not finite;
+        ``method`` other than 'sinkhorn' (ValueError).
     ImportError
         mpi4py is not installed.
 
@@ -630,26 +649,28 @@ def empirical_sinkhorn(X_s_local, X_t, reg, a_local=None, b=None, metric="sqeucl
 
     Parameters
     ----------
-    X_s_local : array-like, shape (n_local, d)
-        This rank's source points (n_local >= 1).
-    X_t : array-like, shape (dim_b, d)
-        All target points, the same on every rank.
+    X_s_local : array-like, shape (n_local, d), float32 or float64
+        This rank's source points (finite, n_local >= 1).  Host arrays of
+        any real dtype (float16 computed as float32, integers as float64).
+    X_t : array-like, shape (dim_b, d), float32 or float64
+        All target points, the same on every rank; same dtype rules.
     reg : float
         Entropic regularisation (> 0), in units of the cost.
-    a_local : array-like, shape (n_local,), optional
-        This rank's source weights; ``None`` on every rank: uniform over all
-        source points.
-    b : array-like, shape (dim_b,), optional
+    a_local : array-like, shape (n_local,), float32 or float64, optional
+        This rank's source weights (>= 0); ``None`` on every rank: uniform
+        over all source points.  Any real dtype, as the points.
+    b : array-like, shape (dim_b,), float32 or float64, optional
         Target weights (default uniform), the same on every rank.
-    metric : {'sqeuclidean', 'euclidean'}
-        Cost between points.
+    metric : {'sqeuclidean', 'euclidean'}, default 'sqeuclidean'
+        Cost between points: |x - y|^2 or |x - y|.
     numIterMax, stopThr, verbose, warn
         As POT; the same on every rank.  ``verbose`` prints on rank 0.
     log : bool
         Also return a dict with ``'err'`` (global), ``'niter'``, ``'u'``
         (= f, this rank's rows) and ``'v'`` (= g, global), as POT's lazy call.
     warmstart : tuple (f_local, g), optional
-        Initial log-scalings, shapes (n_local,), (dim_b,).
+        Initial log-scalings, shapes (n_local,), (dim_b,): finite host
+        arrays of any real dtype, used as float64.
     comm : mpi4py communicator, optional
         Default ``MPI.COMM_WORLD``.
     **kwargs
@@ -659,9 +680,12 @@ def empirical_sinkhorn(X_s_local, X_t, reg, a_local=None, b=None, metric="sqeucl
     -------
     f_local : ndarray, shape (n_local,)
         Log-scalings of this rank's source points (the dual potential / reg);
-        the plan is exp(f_i + g_j - cost_ij / reg).
+        the plan is exp(f_i + g_j - cost_ij / reg).  float32 when every
+        given input among ``X_s_local``, ``X_t``, ``a_local``, ``b`` is
+        float32 (or float16), else float64.
     g : ndarray, shape (dim_b,)
-        Log-scalings of the target points, identical on every rank.
+        Log-scalings of the target points, identical on every rank; same
+        dtype.
     log : dict
         Only if ``log=True``.
 

@@ -88,12 +88,17 @@ def sinkhorn2_value_and_grad(a, b, M, reg, method="sinkhorn", numItermax=1000, s
 
     Parameters
     ----------
-    a : array-like, shape (dim_a,) or (dim_a, n_hists)
-        Source weights (empty = uniform; 2-D = paired batch with 2-D ``b``).
-    b : array-like, shape (dim_b,) or (dim_b, n_hists)
-        Target weights (2-D: n_hists problems sharing ``M``).
-    M : array-like, shape (dim_a, dim_b), float
-        Cost matrix.
+    a : array-like or CUDA device array, shape (dim_a,) or (dim_a, n_hists), float32 or float64
+        Source weights (>= 0, finite, positive total; empty = uniform; 2-D =
+        paired batch with 2-D ``b``).  Any real dtype: float16 is computed
+        as float32, integers as float64.
+    b : array-like or CUDA device array, shape (dim_b,) or (dim_b, n_hists), float32 or float64
+        Target weights (empty = uniform; 2-D: n_hists problems sharing
+        ``M``); same dtype rules; sum b = sum a per problem.
+    M : array-like or CUDA device array, shape (dim_a, dim_b), float32 or float64
+        Cost matrix (finite), in the units of the value.  A host ``M`` may
+        have any real dtype (float16 as float32, integers as float64); a
+        device ``M`` must be float32 or float64.
     reg : float
         Entropic regularisation (> 0), units of ``M``.
     method : {'sinkhorn', 'sinkhorn_log'}, default 'sinkhorn'
@@ -103,22 +108,27 @@ def sinkhorn2_value_and_grad(a, b, M, reg, method="sinkhorn", numItermax=1000, s
 
     Returns
     -------
-    value : float, or ndarray (n_hists,) for a batch
+    value : numpy.float32 or numpy.float64; for a batch an ndarray (or device array) of shape (n_hists,)
         <P, M> + reg * sum P log P at the returned plan, units of ``M``.
-    grad : dict
+        The result dtype: float32 when every non-empty input among ``a``,
+        ``b``, ``M`` is float32 (or float16), else float64.
+    grad : dict of arrays of the result dtype (device arrays for device inputs)
         ``"M"``: the plan P, shape (dim_a, dim_b) (or (n_hists, dim_a, dim_b));
         ``"a"``: shape of ``a`` broadcast to the batch, (dim_a,) or
         (dim_a, n_hists); ``"b"``: (dim_b,) or (dim_b, n_hists): centred dual
-        potentials reg * (log_u - mean), reg * (log_v - mean), the mean over
-        the bins of positive weight; at a zero-weight bin the finite part of
-        the derivative (module docstring): reg * (soft c-transform - mean).
+        potentials reg * (log_u - mean), reg * (log_v - mean), in units of
+        ``M`` per unit of mass, the mean over the bins of positive weight;
+        at a zero-weight bin the finite part of the derivative (module
+        docstring): reg * (soft c-transform - mean).
 
     Raises
     ------
     ValueError, TypeError
         As :func:`numbaot.sinkhorn2` (among them max|M| / reg too large, or
         unequal masses: ``numbaot._checks.check_balanced``); ``method`` not
-        one of the two above.
+        one of the two above (ValueError; TypeError for a non-string).
+    numbaot._dispatch.CudaUnavailableError
+        Device arrays given but numba-cuda or a CUDA GPU is missing.
 
     Warns
     -----
@@ -184,26 +194,29 @@ def empirical_sinkhorn2_value_and_grad(X_s, X_t, reg, a=None, b=None, metric="sq
                                        numIterMax=10000, stopThr=1e-9, verbose=False,
                                        warn=True, warmstart=None, scaling=None,
                                        multiscale=False, **kwargs):
-    r"""Entropic OT value between point clouds and its gradient w.r.t. the
-    points and the weights, with costs computed on the fly (memory
-    O((n_samples_a + n_samples_b) dim), as ``empirical_sinkhorn(isLazy=True)``).
+    r"""Entropic OT value between point clouds and its gradient w.r.t. points and weights.
 
-    See the module docstring for the objective and the gradients.
+    Costs are computed on the fly (memory O((n_samples_a + n_samples_b)
+    dim), as ``empirical_sinkhorn(isLazy=True)``).  See the module docstring
+    for the objective and the gradients.
 
     Parameters
     ----------
-    X_s : array-like, shape (n_samples_a, dim)
-        Source points.
-    X_t : array-like, shape (n_samples_b, dim)
-        Target points.
+    X_s : array-like or CUDA device array, shape (n_samples_a, dim), float32 or float64
+        Source points (finite).  Any real dtype: float16 is computed as
+        float32, integers as float64.
+    X_t : array-like or CUDA device array, shape (n_samples_b, dim), float32 or float64
+        Target points (same dim), same rules.
     reg : float
         Entropic regularisation (> 0), units of the cost.
-    a, b : array-like, optional
-        Weights (n_samples_a,), (n_samples_b,) (None = uniform), or for a batch
-        ``b`` of shape (n_samples_b, n_hists) (and optionally ``a`` of shape
-        (n_samples_a, n_hists), paired): one problem per column.
-    metric : {'sqeuclidean', 'euclidean'}
-        The cost.
+    a, b : array-like or CUDA device array, float32 or float64, optional
+        Weights (mass per point, >= 0) of shapes (n_samples_a,),
+        (n_samples_b,) (None = uniform), or for a batch ``b`` of shape
+        (n_samples_b, n_hists) (and optionally ``a`` of shape (n_samples_a,
+        n_hists), paired): one problem per column.  Any real dtype, as the
+        points.
+    metric : {'sqeuclidean', 'euclidean'}, default 'sqeuclidean'
+        The cost: |x - y|^2 or |x - y|.
     numIterMax, stopThr, verbose, warn, warmstart, **kwargs
         As :func:`numbaot.bregman.empirical_sinkhorn2` (lazy path; ``warmstart``
         only for a single problem).
@@ -213,7 +226,7 @@ def empirical_sinkhorn2_value_and_grad(X_s, X_t, reg, a=None, b=None, metric="sq
         multiplied by ``scaling`` per stage from the data's squared diameter
         down to ``reg``, each stage warm-started [4]_.  None (default): POT's
         iterations from zero potentials.
-    multiscale : bool
+    multiscale : bool, default False
         With ``scaling``: the stages hotter than the voxel scale on voxel
         centroids of both clouds, as
         ``solve_sample(method='geomloss_multiscale')`` [5]_.  The gradient is
@@ -222,8 +235,13 @@ def empirical_sinkhorn2_value_and_grad(X_s, X_t, reg, a=None, b=None, metric="sq
 
     Returns
     -------
-    value : float, or ndarray (n_hists,)
-    grad : dict with keys ``"X_s"`` (n_samples_a, dim), ``"X_t"``
+    value : numpy.float32 or numpy.float64; for a batch an ndarray (or device array) of shape (n_hists,)
+        <P, C> + reg * sum P log P at the returned plan (C_ij =
+        cost(x_i, y_j)), in units of the cost; one per problem for a batch.
+        The result dtype: float32 when every given input among ``X_s``,
+        ``X_t``, ``a``, ``b`` is float32 (or float16), else float64.
+    grad : dict of arrays of the result dtype (device arrays for device inputs)
+        Keys ``"X_s"`` (n_samples_a, dim), ``"X_t"``
         (n_samples_b, dim), ``"a"``, ``"b"`` (shapes of the weights); for a
         batch a leading n_hists axis on ``"X_s"``, ``"X_t"`` and weights of
         shape (n, n_hists).  ``"a"``, ``"b"`` are the centred potentials
@@ -237,9 +255,12 @@ def empirical_sinkhorn2_value_and_grad(X_s, X_t, reg, a=None, b=None, metric="sq
     Raises
     ------
     TypeError, ValueError
-        As :func:`numbaot.bregman.empirical_sinkhorn`; ValueError for a
-        ``scaling`` outside (0, 1), or ``multiscale`` without ``scaling``.
-    CudaUnavailableError
+        As :func:`numbaot.bregman.empirical_sinkhorn` (``isLazy=True``);
+        ValueError for a ``metric`` other than the two above, a ``scaling``
+        outside (0, 1), ``multiscale`` without ``scaling``, or a 2-D ``a``
+        without a 2-D ``b`` of as many columns (or a 2-D ``b`` without
+        columns).
+    numbaot._dispatch.CudaUnavailableError
         Device arrays without numba-cuda or a usable GPU.
 
     Notes

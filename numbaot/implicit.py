@@ -284,13 +284,19 @@ def sinkhorn_operator_backward(R, grad_R, method="implicit", *, X=None, n_iter=2
     Parameters
     ----------
     R : array_like, shape (..., n, n), float32 or float64
-        The forward output (entries >= 0, finite).  Not modified.
-    grad_R : array_like, shape (..., n, n) (same shape as R)
-        G = dL/dR, finite.  Not modified.
-    method : {'implicit', 'implicit_corrected', 'unrolled'}
+        The forward output (entries >= 0, finite).  Not modified.  Host
+        arrays of any real dtype are accepted (float16 computed as float32,
+        integers as float64); device arrays must be float32 or float64.
+    grad_R : array_like, shape (..., n, n) (same shape as R), float32 or float64
+        G = dL/dR, finite, in units of L per unit of R.  Not modified.  Same
+        dtype rules as ``R`` (on the GPU: R's dtype).
+    method : {'implicit', 'implicit_corrected', 'unrolled'}, default 'implicit'
         See above.
-    X : array_like, shape (..., n, n), keyword-only
-        The forward input; required by (and only used by) ``'unrolled'``.
+    X : array_like, shape (..., n, n), float32 or float64, keyword-only
+        The forward input (the log-potentials given to
+        :func:`sinkhorn_operator`, finite); required by (and only used by)
+        ``'unrolled'``.  Same dtype rules as ``R`` (on the GPU: grad_R's
+        dtype).
     n_iter : int, default 20, keyword-only
         ``'unrolled'``: the forward's n_iter (must be the value the forward
         used; the default matches ``sinkhorn_operator``'s).

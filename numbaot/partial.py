@@ -222,22 +222,30 @@ def entropic_partial_wasserstein(a, b, M, reg, m=None, method="sinkhorn", numIte
 
     Parameters
     ----------
-    a : array-like or CUDA device array, shape (dim_a,) or (dim_a, n_hists), float
-        Source weights (>= 0, finite); empty (``[]``) means uniform 1 / dim_a.
-        2-D (with a 2-D ``b`` of as many columns): one source histogram per
-        problem of a paired batch.
-    b : array-like or CUDA device array, shape (dim_b,) or (dim_b, n_hists), float
-        Target weights (>= 0, finite); empty means uniform.  2-D: a batch of
-        n_hists problems sharing ``M`` (and ``a`` when it is 1-D), solved
-        together (numbaot's own; POT solves one problem per call).
+    a : array-like or CUDA device array, shape (dim_a,) or (dim_a, n_hists), float32 or float64
+        Source weights (mass per point; >= 0, finite, positive total); empty
+        (``[]``) means uniform 1 / dim_a.  Any real dtype: float16 is
+        computed as float32, integers as float64.  2-D (with a 2-D ``b`` of
+        as many columns): one source histogram per problem of a paired
+        batch.
+    b : array-like or CUDA device array, shape (dim_b,) or (dim_b, n_hists), float32 or float64
+        Target weights (>= 0, finite); empty means uniform; same dtype
+        rules.  2-D: a batch of n_hists problems sharing ``M`` (and ``a``
+        when it is 1-D), solved together (numbaot's own; POT solves one
+        problem per call).
     M : array-like or CUDA device array, shape (dim_a, dim_b), float32 or float64
-        Cost matrix (finite), in the units of the loss.
+        Cost matrix (finite), in the units of the loss.  A host ``M`` may
+        have any real dtype (float16 as float32, integers as float64); a
+        device ``M`` must be float32 or float64.
     reg : float
         Entropic regularisation strength (finite, > 0), in units of ``M``.
     m : float or array-like of shape (n_hists,), optional
-        Mass to transport, in [0, min(|a|_1, |b|_1)]; default (None) that
-        minimum.  For a batch: one mass for every problem, or one per
-        problem (each checked against its own histograms; the default is
+        Mass to transport, in [0, min(|a|_1, |b|_1)] (units of the
+        weights); default (None) that minimum.  One problem: a real number
+        (Python or NumPy scalar, or a 0-d array of a real dtype).  For a
+        batch: one mass for every problem, or one per problem (a list,
+        tuple or array of shape (n_hists,) of integers or floats, used as
+        float64; each checked against its own histograms; the default is
         each problem's minimum).
     method : str, default 'sinkhorn'
         'sinkhorn' (multiplicative domain) or 'sinkhorn_log' (log domain);
@@ -271,15 +279,20 @@ def entropic_partial_wasserstein(a, b, M, reg, m=None, method="sinkhorn", numIte
     ------
     ValueError
         ``"Unknown method '<method>'."``; ``m`` < 0 or > min(|a|_1, |b|_1)
-        (POT's messages), or NaN; ``reg`` <= 0 or not finite; ``M`` not 2-D,
-        empty or not finite; weights of the wrong length, 2-D, negative, not
-        finite or of zero mass; negative ``numItermax``.
+        (POT's messages; per problem for a batch), or NaN; for a batch,
+        ``m`` an array, list or tuple not of shape (n_hists,); ``reg`` <= 0
+        or not finite; ``M`` not 2-D, empty or not finite; weights 0-d or
+        of more than 2 dimensions, of the wrong length, negative, not finite
+        or of zero mass; a 2-D ``a`` without a 2-D ``b`` of as many columns;
+        a 2-D ``b`` without columns; ``numItermax`` < 0 or > 2**62;
+        ``stopThr`` NaN or < 0.
     TypeError
-        ``method`` not a string; non-numeric, boolean or complex arrays;
-        ``m``, ``reg``, ``stopThr`` not real numbers; ``numItermax`` not an
-        integer; host and device arrays mixed.  For a batch: ``m`` not of
-        shape (n_hists,) (ValueError), 2-D ``a`` without a 2-D ``b`` of as
-        many columns (ValueError).
+        ``method`` not a string; non-numeric, boolean, complex or masked
+        arrays; ``m`` a bool, not a real number, or (one problem) an array
+        of one or more dimensions or a list/tuple, or an array of a
+        non-real dtype; ``reg``, ``stopThr`` not real numbers;
+        ``numItermax`` not an integer; host and device arrays mixed; a
+        device ``M`` that is not float32/float64.
     numbaot._dispatch.CudaUnavailableError
         Device arrays given but numba-cuda or a CUDA GPU is missing.
 

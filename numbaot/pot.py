@@ -501,8 +501,8 @@ def patch(verbose=False):
 
     References
     ----------
-    .. [1] R. Flamary et al., "POT: Python Optimal Transport", JMLR 22(78),
-       2021 (the library whose functions are replaced).
+    .. [1] POT 0.9.7: R. Flamary et al., "POT: Python Optimal Transport",
+       JMLR 22(78), 2021 (the library whose functions are replaced).
 
     Examples
     --------
@@ -550,6 +550,11 @@ def unpatch():
         ``"module.attribute"`` of each restored binding (empty when nothing
         was patched).
 
+    References
+    ----------
+    .. [1] POT 0.9.7: R. Flamary et al., "POT: Python Optimal Transport",
+       JMLR 22(78), 2021 (the library whose bindings are restored).
+
     Examples
     --------
     >>> import numbaot.pot
@@ -561,7 +566,31 @@ def unpatch():
 
 
 def is_patched():
-    """Whether POT's bindings are currently replaced by numbaot's."""
+    """Whether POT's bindings are currently replaced by numbaot's.
+
+    Returns
+    -------
+    patched : bool
+        True while some binding replaced by :func:`patch` or
+        :func:`patched` has not been restored; False otherwise (also when
+        POT is not installed: nothing is imported here).
+
+    References
+    ----------
+    .. [1] POT 0.9.7: R. Flamary et al., "POT: Python Optimal Transport",
+       JMLR 22(78), 2021 (the library whose bindings are replaced).
+
+    Examples
+    --------
+    >>> import numbaot.pot
+    >>> numbaot.pot.is_patched()
+    False
+    >>> with numbaot.pot.patched():
+    ...     print(numbaot.pot.is_patched())
+    True
+    >>> numbaot.pot.is_patched()
+    False
+    """
     return bool(_replaced)
 
 
@@ -583,13 +612,41 @@ def patched(verbose=False):
     Yields
     ------
     replaced : dict
-        What :func:`patch` replaced on entry.
+        What :func:`patch` replaced on entry: ``{"module.attribute":
+        "numbaot function"}`` (empty when POT was already patched).
+
+    Raises
+    ------
+    ImportError
+        On entry, if POT is not installed.
 
     Warns
     -----
     UserWarning
         On entry, when the installed POT is not 0.9.7 (pointing at the
         ``with`` line).
+
+    References
+    ----------
+    .. [1] POT 0.9.7: R. Flamary et al., "POT: Python Optimal Transport",
+       JMLR 22(78), 2021 (the library whose bindings are replaced).
+
+    Examples
+    --------
+    Unchanged POT code inside the block runs on numbaot; POT is restored on
+    exit:
+
+    >>> import numpy as np, ot, numbaot.pot
+    >>> a = b = np.full(2, 0.5); M = 1.0 - np.eye(2)
+    >>> with numbaot.pot.patched() as replaced:
+    ...     G = ot.sinkhorn(a, b, M, 1.0)
+    ...     print("ot.sinkhorn" in replaced, numbaot.pot.is_patched())
+    True True
+    >>> numbaot.pot.is_patched()
+    False
+    >>> print(np.round(G, 4))
+    [[0.3655 0.1345]
+     [0.1345 0.3655]]
     """
     global _blocks
     # stacklevel: _check_version, _patch, this generator, contextlib's __enter__, the caller
@@ -611,6 +668,34 @@ def stats(reset=False):
     ----------
     reset : bool, default False
         Clear the counts after reading them.
+
+    Returns
+    -------
+    counts : dict
+        ``{"module.function": {"numbaot": int, "pot": int}}``, keyed by the
+        POT function's qualified name (e.g. ``"ot.bregman.sinkhorn"``, also
+        for calls through ``ot.sinkhorn``); a new dict, the counts as they
+        were before any ``reset``.  Only functions called while patched
+        appear.
+
+    References
+    ----------
+    .. [1] POT 0.9.7: R. Flamary et al., "POT: Python Optimal Transport",
+       JMLR 22(78), 2021 (the library whose bindings are replaced).
+
+    Examples
+    --------
+    A call on NumPy float64 arrays runs on numbaot; lists where POT takes
+    arrays go to POT's original:
+
+    >>> import numpy as np, ot, numbaot.pot
+    >>> _ = numbaot.pot.stats(reset=True)
+    >>> M = 1.0 - np.eye(2)
+    >>> with numbaot.pot.patched():
+    ...     _ = ot.sinkhorn(np.full(2, 0.5), np.full(2, 0.5), M, 1.0)
+    ...     _ = ot.sinkhorn([0.5, 0.5], [0.5, 0.5], M, 1.0)
+    >>> numbaot.pot.stats(reset=True)["ot.bregman.sinkhorn"]
+    {'numbaot': 1, 'pot': 1}
     """
     with _lock:
         out = {k: dict(v) for k, v in _counts.items()}

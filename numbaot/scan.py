@@ -204,7 +204,7 @@ def discounted_cumsum_right(x, gamma, dones=None):
 
     Parameters
     ----------
-    x : array (N,) or (batch, N), float32 or float64 (integers: float64)
+    x : array (N,) or (batch, N), float32 or float64 (integers: float64; float16: float32)
         Sequences along the last axis, e.g. the rewards r_t of ``batch``
         trajectories of N steps.  NumPy array, or a device array for the GPU.
     gamma : float in [0, 1], or array (batch,)
@@ -216,7 +216,7 @@ def discounted_cumsum_right(x, gamma, dones=None):
 
     Returns
     -------
-    y : array of x's shape and dtype (float64 for integer x)
+    y : array of x's shape and dtype (float64 for integer x, float32 for float16 x)
         The discounted sums (a device array of x's kind on the GPU).
 
     Raises
@@ -267,7 +267,7 @@ def discounted_cumsum_left(x, gamma, dones=None):
 
     Parameters
     ----------
-    x : array (N,) or (batch, N), float32 or float64 (integers: float64)
+    x : array (N,) or (batch, N), float32 or float64 (integers: float64; float16: float32)
         Sequences along the last axis.
     gamma : float in [0, 1], or array (batch,)
         Discount factor, one for all rows or one per row.
@@ -277,7 +277,8 @@ def discounted_cumsum_left(x, gamma, dones=None):
 
     Returns
     -------
-    y : array of x's shape and dtype (float64 for integer x)
+    y : array of x's shape and dtype (float64 for integer x, float32 for float16 x)
+        The discounted sums (a device array of x's kind on the GPU).
 
     Raises
     ------
@@ -364,22 +365,29 @@ def discounted_cumsum_right_backward(grad_output, output, gamma, dones=None):
     Parameters
     ----------
     grad_output : array (N,) or (batch, N), float32 or float64
-        dL/dy.
-    output : array of grad_output's shape
+        dL/dy, the upstream gradient.  Host arrays of any real dtype are
+        accepted (float16 computed as float32, integers as float64); device
+        arrays must be float32 or float64.
+    output : array of grad_output's shape, float32 or float64
         The forward result y (only y_{t+1}, t < N - 1, is read: y_0 of each
-        row does not enter the gradient and is not inspected).
+        row does not enter the gradient and is not inspected).  Same dtype
+        rules as ``grad_output``.
     gamma : float in [0, 1], or array (batch,)
-        The forward discount(s).
+        The forward discount(s); an array of any real dtype, read as
+        float64 (host or device).
     dones : array of grad_output's shape, optional
-        The forward episode mask.
+        The forward episode mask: on the host bool, or 0/1 values of any
+        real dtype; on the GPU a bool or uint8 device array (nonzero: done).
 
     Returns
     -------
-    grad_input : array of grad_output's shape, dtype float32 when both
-        arrays are float32, else float64
-        dL/dx.
-    grad_gamma : scalar of that dtype for a scalar ``gamma`` (summed over the
-        rows), or array (batch,) for a per-row ``gamma``.  On the GPU: a
+    grad_input : array of grad_output's shape, float32 or float64
+        dL/dx; float32 when ``grad_output`` and ``output`` are both float32
+        (or float16), else float64 (a device array of grad_output's kind on
+        the GPU).
+    grad_gamma : scalar, or array of shape (batch,), of grad_input's dtype
+        dL/dgamma: a NumPy scalar for a scalar ``gamma`` (summed over the
+        rows), an array (batch,) for a per-row ``gamma``.  On the GPU: a
         device array of shape (batch,), or of shape () for a scalar gamma.
 
     Raises
@@ -425,22 +433,29 @@ def discounted_cumsum_left_backward(grad_output, output, gamma, dones=None):
     Parameters
     ----------
     grad_output : array (N,) or (batch, N), float32 or float64
-        dL/dy.
-    output : array of grad_output's shape
+        dL/dy, the upstream gradient.  Host arrays of any real dtype are
+        accepted (float16 computed as float32, integers as float64); device
+        arrays must be float32 or float64.
+    output : array of grad_output's shape, float32 or float64
         The forward result y (only y_{t-1}, t >= 1, is read: the last entry
-        of each row does not enter the gradient and is not inspected).
+        of each row does not enter the gradient and is not inspected).  Same
+        dtype rules as ``grad_output``.
     gamma : float in [0, 1], or array (batch,)
-        The forward discount(s).
+        The forward discount(s); an array of any real dtype, read as
+        float64 (host or device).
     dones : array of grad_output's shape, optional
-        The forward episode mask.
+        The forward episode mask: on the host bool, or 0/1 values of any
+        real dtype; on the GPU a bool or uint8 device array (nonzero: done).
 
     Returns
     -------
-    grad_input : array of grad_output's shape, dtype float32 when both
-        arrays are float32, else float64
-        dL/dx.
-    grad_gamma : scalar of that dtype for a scalar ``gamma`` (summed over the
-        rows), or array (batch,) for a per-row ``gamma``.  On the GPU: a
+    grad_input : array of grad_output's shape, float32 or float64
+        dL/dx; float32 when ``grad_output`` and ``output`` are both float32
+        (or float16), else float64 (a device array of grad_output's kind on
+        the GPU).
+    grad_gamma : scalar, or array of shape (batch,), of grad_input's dtype
+        dL/dgamma: a NumPy scalar for a scalar ``gamma`` (summed over the
+        rows), an array (batch,) for a per-row ``gamma``.  On the GPU: a
         device array of shape (batch,), or of shape () for a scalar gamma.
 
     Raises
@@ -503,11 +518,15 @@ def gae(rewards, values, dones, gamma, lam, last_value=None):
     Parameters
     ----------
     rewards : array (N,) or (batch, N), float32 or float64
-        r_t, the reward received after the action at step t.
-    values : array (N + 1,) / (batch, N + 1), or (N,) / (batch, N)
-        V(s_t), the critic's values of the visited states (and V(s_N)).
-    dones : None or array of rewards' shape (bool, or 0/1 values)
-        Episode terminations (see above).
+        r_t, the reward received after the action at step t.  Host arrays
+        of any real dtype are accepted (float16 computed as float32,
+        integers as float64); device arrays must be float32 or float64.
+    values : array (N + 1,) / (batch, N + 1), or (N,) / (batch, N), float32 or float64
+        V(s_t), the critic's values of the visited states (and V(s_N)), in
+        the units of the rewards; same dtype rules as ``rewards``.
+    dones : None or array of rewards' shape
+        Episode terminations (see above): on the host bool, or 0/1 values of
+        any real dtype; on the GPU a bool or uint8 device array.
     gamma : float in [0, 1], or array (batch,)
         Discount factor.
     lam : float in [0, 1], or array (batch,)
@@ -520,8 +539,12 @@ def gae(rewards, values, dones, gamma, lam, last_value=None):
     Returns
     -------
     advantages : array of rewards' shape
+        A_t, the generalized advantage estimates (units of the rewards);
+        float32 when rewards and values are both float32 (or float16), else
+        float64; a device array of ``rewards``' kind on the GPU.
     returns : array of rewards' shape
-        float32 when rewards and values are float32, else float64.
+        returns_t = A_t + V(s_t), the lambda-returns (value targets); same
+        dtype and kind as ``advantages``.
 
     Raises
     ------

@@ -85,7 +85,28 @@ def _check_reg(reg):
 class UnknownOptionError(NotImplementedError, ValueError):
     """An unknown ``reg_type`` or ``unbalanced_type``: POT raises
     ``NotImplementedError`` (caught as in POT), and it is a ``ValueError``
-    (a bad argument) too."""
+    (a bad argument) too.
+
+    Raised by :func:`solve` and :func:`solve_sample` with POT's message
+    followed by the valid values.
+
+    References
+    ----------
+    .. [1] POT 0.9.7, ``ot.solve`` (``ot/solvers/_linear.py``), whose
+       ``NotImplementedError`` for these options this class keeps (R.
+       Flamary et al., "POT: Python Optimal Transport", JMLR 22(78) 2021).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import numbaot
+    >>> from numbaot.solvers import UnknownOptionError
+    >>> try:
+    ...     numbaot.solve(np.ones((2, 2)), reg=1.0, reg_type="foo")
+    ... except UnknownOptionError as err:
+    ...     print(isinstance(err, NotImplementedError), isinstance(err, ValueError))
+    True True
+    """
 
 
 _VALID_REG_TYPES = "reg_type must be 'KL', 'entropy', 'L2' or a tuple (f, df)"
@@ -248,18 +269,25 @@ def solve(M, a=None, b=None, reg=None, c=None, reg_type="KL", unbalanced=None,
 
     Parameters
     ----------
-    M : array-like, shape (dim_a, dim_b)
-        Loss matrix (finite); float32 or float64 (NumPy, or a CUDA device array).
-    a : array-like, shape (dim_a,), optional
-        Samples weights in the source domain (default is uniform).
-    b : array-like, shape (dim_b,), optional
-        Samples weights in the target domain (default is uniform).
+    M : array-like or CUDA device array, shape (dim_a, dim_b), float32 or float64
+        Loss matrix (finite), in the units of the objective.  A host ``M``
+        may have any real dtype (float16 computed as float32, integers as
+        float64); a device ``M`` must be float32 or float64.
+    a : array-like or CUDA device array, shape (dim_a,), float32 or float64, optional
+        Samples weights in the source domain (mass per point, >= 0; default
+        is uniform).  Any real dtype (float16 computed as float32, integers
+        as float64); 1-D only.
+    b : array-like or CUDA device array, shape (dim_b,), float32 or float64, optional
+        Samples weights in the target domain (default is uniform), same
+        rules; balanced OT needs sum b = sum a.
     reg : float, optional
         Regularization weight lambda_r (> 0), in units of ``M``; by default
         None (no reg., exact OT: not solved by numbaot).
     c : array-like, shape (dim_a, dim_b), optional (default=None)
-        Reference measure for the regularization of the unbalanced problem.
-        If None, then use c = a b^T.  Not used by the balanced solver (as POT).
+        Reference measure for the regularization of the unbalanced problem
+        (>= 0, finite); any real dtype, used as float64 (a device ``c`` is
+        copied to the host).  If None, then use c = a b^T.  Not used by the
+        balanced solver (as POT).
     reg_type : str, optional
         Type of regularization R, either "KL", "entropy" (solved), "L2" or a
         tuple (f, df) (POT's solvers), by default "KL" (case-insensitive).
@@ -283,10 +311,13 @@ def solve(M, a=None, b=None, reg=None, c=None, reg_type="KL", unbalanced=None,
         Maximum number of iterations, by default None (1000, as POT).
     plan_init : array-like, shape (dim_a, dim_b), optional
         Initialization of the OT plan for POT's iterative plan solvers; not
-        used by the entropic solvers (as POT).
+        used (not read, any dtype) by the entropic solvers (as POT).
     potentials_init : (array-like (dim_a,), array-like (dim_b,)), optional
         Initial log-scalings (log u, log v) of the unbalanced solver, e.g. the
-        ``potentials`` of an earlier result.  By default None.
+        ``potentials`` of an earlier result: arrays of any real dtype, used
+        as float64 (device arrays are copied to the host); finite except
+        -inf where the weight is 0.  Not used by the balanced solver (as
+        POT).  By default None.
     tol : float, optional
         Tolerance for solution precision, by default None (1e-9, as POT): the
         balanced solver stops when the column-marginal violation (2-norm,
@@ -302,9 +333,11 @@ def solve(M, a=None, b=None, reg=None, c=None, reg_type="KL", unbalanced=None,
     Returns
     -------
     res : OTResult
-        ``res.plan`` (dim_a, dim_b), the entropic plan, dtype of the inputs
-        (a device array for device inputs); ``res.potentials`` the
-        log-scalings (log u (dim_a,), log v (dim_b,)) as POT; ``res.value``
+        ``res.plan`` (dim_a, dim_b), the entropic plan, float32 when every
+        given input among ``M``, ``a``, ``b`` is float32 (or float16), else
+        float64 (a device array for device inputs); ``res.potentials`` the
+        log-scalings (log u (dim_a,), log v (dim_b,)) as POT, of the same
+        dtype; ``res.value``
         the objective (with the regularisation and marginal terms; for the
         balanced solver computed exactly from the potentials and marginals,
         where POT adds 1e-15 to a_i b_j: the two differ by about
@@ -333,7 +366,10 @@ def solve(M, a=None, b=None, reg=None, c=None, reg_type="KL", unbalanced=None,
         and the errors of the solvers (shapes, non-finite or negative
         entries, ``unbalanced`` < 0, ...).
     TypeError
-        Non-numeric arrays or scalars; host and device arrays mixed.
+        Non-numeric arrays or scalars; host and device arrays mixed; a
+        device ``M`` that is not float32/float64.
+    numbaot._dispatch.CudaUnavailableError
+        Device arrays given but numba-cuda or a CUDA GPU is missing.
 
     Warns
     -----
@@ -503,13 +539,12 @@ def solve_sample(X_a, X_b, a=None, b=None, metric="sqeuclidean", reg=None, c=Non
                  rank=100, scaling=0.95, potentials_init=None, X_init=None, tol=None,
                  verbose=False, grad="autodiff", random_state=None, debias=False,
                  n_projections=50, projections=None, scaler=None):
-    r"""Solve the (entropic) optimal transport problem between two point
-    clouds and return an :class:`OTResult`; mirrors ``ot.solve_sample`` of
-    POT 0.9.7 [1]_.
+    r"""Solve (entropic) OT between two point clouds; mirrors ``ot.solve_sample`` of POT 0.9.7 [1]_.
 
-    The cost is M_ij = d(x_i, y_j) with d given by ``metric``.  Without
-    ``lazy`` the cost matrix is formed by :func:`numbaot.dist` and the problem
-    solved by :func:`solve` (every case it solves).  With ``lazy=True`` (or a
+    Returns an :class:`OTResult`.  The cost is M_ij = d(x_i, y_j) with d
+    given by ``metric``.  Without ``lazy`` the cost matrix is formed by
+    :func:`numbaot.dist` and the problem solved by :func:`solve` (every case
+    it solves).  With ``lazy=True`` (or a
     ``method`` of POT's ``solve`` list, as POT) the balanced entropic problem is
     solved by :func:`numbaot.bregman.empirical_sinkhorn2` with
     ``isLazy=True``: costs recomputed on the fly, memory O((n_samples_a +
@@ -575,14 +610,18 @@ def solve_sample(X_a, X_b, a=None, b=None, metric="sqeuclidean", reg=None, c=Non
 
     Parameters
     ----------
-    X_a : array-like, shape (n_samples_a, dim)
-        Samples in the source domain.
-    X_b : array-like, shape (n_samples_b, dim)
-        Samples in the target domain.
-    a : array-like, shape (n_samples_a,), optional
-        Samples weights in the source domain (default is uniform).
-    b : array-like, shape (n_samples_b,), optional
-        Samples weights in the target domain (default is uniform).
+    X_a : array-like or CUDA device array, shape (n_samples_a, dim), float32 or float64
+        Samples in the source domain (finite), coordinates in the units of
+        the features.  Any real dtype: float16 is computed as float32,
+        integers as float64.
+    X_b : array-like or CUDA device array, shape (n_samples_b, dim), float32 or float64
+        Samples in the target domain (same dim), same rules.
+    a : array-like or CUDA device array, shape (n_samples_a,), float32 or float64, optional
+        Samples weights in the source domain (mass per point, >= 0; default
+        is uniform); any real dtype, as :func:`solve`.
+    b : array-like or CUDA device array, shape (n_samples_b,), float32 or float64, optional
+        Samples weights in the target domain (default is uniform), same
+        rules.
     metric : str, optional
         Metric of :func:`numbaot.dist`, by default 'sqeuclidean'; with
         ``lazy=True``, 'sqeuclidean' or 'euclidean'.
@@ -590,7 +629,8 @@ def solve_sample(X_a, X_b, a=None, b=None, metric="sqeuclidean", reg=None, c=Non
         Regularization weight lambda_r (> 0), by default None (exact OT: not
         solved by numbaot).
     c : array-like, shape (n_samples_a, n_samples_b), optional (default=None)
-        Reference measure of the unbalanced regularization (see :func:`solve`).
+        Reference measure of the unbalanced regularization (>= 0; any real
+        dtype, used as float64; see :func:`solve`).
     reg_type : str, optional
         Type of regularization R, either "KL" or "entropy" (see :func:`solve`),
         by default "KL".  Not used with ``lazy=True`` or a "geomloss*" method
@@ -620,7 +660,8 @@ def solve_sample(X_a, X_b, a=None, b=None, metric="sqeuclidean", reg=None, c=Non
         the "geomloss*" methods, of the iterations at ``reg`` (the annealing
         stages come on top).
     plan_init : array-like, shape (n_samples_a, n_samples_b), optional
-        As :func:`solve` (not used by the entropic solvers).
+        As :func:`solve`: not used (not read, any dtype) by the entropic
+        solvers.
     rank : int, optional
         Rank of POT's low-rank / factored / Nystroem methods; not used.
     scaling : float in (0, 1), optional
@@ -629,10 +670,12 @@ def solve_sample(X_a, X_b, a=None, b=None, metric="sqeuclidean", reg=None, c=Non
         Closer to 1: more stages, better warm starts; smaller: fewer stages.
         Not used by the other methods (as POT).
     potentials_init : (array-like (n_samples_a,), array-like (n_samples_b,)), optional
-        As :func:`solve` (the unbalanced solver's warm start; not used by the
-        lazy solver, as POT).
-    X_init : array-like, optional
-        Initial support of POT's factored method; not used.
+        As :func:`solve`: initial log-scalings of the unbalanced solver, any
+        real dtype, used as float64; not used by the balanced, lazy and
+        "geomloss*" solvers (as POT).
+    X_init : array-like, shape (rank, dim), optional
+        Initial support of the intermediate distribution of POT's factored
+        method; not used (not read).
     tol : float, optional
         Tolerance for solution precision, by default None (1e-9, as POT); the
         lazy solver stops when the L1 violation of the row marginal, checked
@@ -648,8 +691,8 @@ def solve_sample(X_a, X_b, a=None, b=None, metric="sqeuclidean", reg=None, c=Non
         POT's ``debias='split'`` raises NotImplementedError.
     n_projections : int, optional
         Number of projections of POT's sliced methods; not used.
-    projections : array-like, optional
-        Projections of POT's sliced methods; not used.
+    projections : array-like, shape (dim, n_projections), optional
+        Projection matrix of POT's sliced methods; not used (not read).
     scaler : None, object with .transform(), or callable, optional
         Preprocessing applied to ``X_a`` and to ``X_b`` before the solve.
         POT 0.9.7 applies it to ``X_a`` only (its code assigns the scaled
@@ -663,7 +706,9 @@ def solve_sample(X_a, X_b, a=None, b=None, metric="sqeuclidean", reg=None, c=Non
         ``numbaot.bregman.LazyPlan``, indexed as POT's LazyTensor: every
         block is 2-D, ``lazy_plan[i]`` of shape (1, n_samples_b),
         ``lazy_plan[:, j]`` (n_samples_a, 1)), ``res.potentials`` =
-        (f, g) log-scalings, ``res.value_linear``, ``res.log`` (POT's keys
+        (f, g) log-scalings ((n_samples_a,), (n_samples_b,); float32 when
+        every given input among ``X_a``, ``X_b``, ``a``, ``b`` is float32 or
+        float16, else float64), ``res.value_linear``, ``res.log`` (POT's keys
         'err', 'u', 'v', 'niter', 'lazy_plan'), ``res.value`` None.
         For the "geomloss*" methods: ``res.value`` = GeomLoss's value, as
         POT returns it: the dual objective sum_i a_i F_i + sum_j b_j G_j of
@@ -702,11 +747,15 @@ def solve_sample(X_a, X_b, a=None, b=None, metric="sqeuclidean", reg=None, c=Non
         2-D, of different dim or not finite, bad ``batch_size``, ...).
     TypeError
         Non-numeric arrays or scalars; host and device arrays mixed.
+    numbaot._dispatch.CudaUnavailableError
+        Device arrays given but numba-cuda or a CUDA GPU is missing.
 
     Warns
     -----
     UserWarning
-        The solvers' warnings ("Sinkhorn did not converge. ...").
+        The solvers' warnings ("Sinkhorn did not converge. ..."); for
+        'geomloss' with ``lazy=None``, POT's "geomloss backend is set to ..."
+        warning.
 
     References
     ----------

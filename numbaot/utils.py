@@ -20,7 +20,9 @@ def unif(n, type_as=None):
     Returns
     -------
     h : ndarray, shape (n,)
-        h_i = 1 / n.
+        h_i = 1 / n (a histogram of total mass 1).  float64, or the dtype of
+        ``type_as`` when that is a floating dtype (float32, float16, ...);
+        an integer ``type_as`` gives float64.
 
     Raises
     ------
@@ -64,22 +66,32 @@ def euclidean_distances(X, Y, squared=False):
 
     Parameters
     ----------
-    X : ndarray, shape (n_samples_1, n_features)
-    Y : ndarray, shape (n_samples_2, n_features)
+    X : ndarray, shape (n_samples_1, n_features), float32 or float64
+        First samples, one per row, coordinates in the units of the
+        features.  A NumPy array (not a list; no conversion here); other
+        real dtypes take NumPy's formula in NumPy's promotion (float16 in
+        float16, integers in their integer dtype).
+    Y : ndarray, shape (n_samples_2, n_features), float32 or float64
+        Second samples, one per row, same features and rules as ``X``.
     squared : bool, default False
         Return squared distances.
 
     Returns
     -------
     distances : ndarray, shape (n_samples_1, n_samples_2)
-        Floating dtype of the inputs (NumPy promotion), in the units of the
-        features (squared units with ``squared=True``).
+        distances[i, j] = |X_i - Y_j| (|X_i - Y_j|^2 with ``squared=True``),
+        in the units of the features (squared units with ``squared=True``).
+        dtype: NumPy's promotion of X's and Y's (float32 for two float32
+        inputs, float64 for float32 with float64); for integer samples the
+        integer dtype with ``squared=True``, float64 otherwise.
 
     Raises
     ------
     ValueError
         From NumPy, when X and Y have different numbers of features (no
         validation here, as POT; :func:`dist` validates).
+    AttributeError
+        ``X`` or ``Y`` not an array (e.g. a list).
 
     References
     ----------
@@ -146,10 +158,12 @@ def dist(x1, x2=None, metric="sqeuclidean", p=2, w=None, backend="auto", nx=None
 
     Parameters
     ----------
-    x1 : array-like, shape (n1, d)
-        Source samples.
-    x2 : array-like, shape (n2, d), optional
-        Target samples (``x1`` when omitted).
+    x1 : array-like, shape (n1, d), float32 or float64
+        Source samples, one per row (coordinates in the units of the
+        features).  Any real dtype is accepted (float16, integers; see
+        Returns for the result's dtype).
+    x2 : array-like, shape (n2, d), float32 or float64, optional
+        Target samples (``x1`` when omitted), same rules.
     metric : str or callable, default 'sqeuclidean'
         'sqeuclidean' and 'euclidean' by :func:`euclidean_distances`
         (compiled for at most 64 features, else POT's formula);
@@ -158,8 +172,11 @@ def dist(x1, x2=None, metric="sqeuclidean", p=2, w=None, backend="auto", nx=None
         :func:`scipy.spatial.distance.cdist`.
     p : float, default 2
         Exponent of the Minkowski metric.
-    w : array-like, shape (d,), optional
-        Weights of the Minkowski metric.
+    w : array-like, shape (d,), float32 or float64, optional
+        Non-negative weights of the features in the Minkowski metric (and
+        the metrics of SciPy that take weights); any real dtype, which
+        enters NumPy's promotion of the result ('minkowski': float64 ``w``
+        with float32 samples gives float64).
     backend : str, default 'auto'
         'scipy' forces :func:`scipy.spatial.distance.cdist` for every metric.
     nx, use_tensor
@@ -168,15 +185,20 @@ def dist(x1, x2=None, metric="sqeuclidean", p=2, w=None, backend="auto", nx=None
     Returns
     -------
     M : ndarray, shape (n1, n2)
-        M[i, j] = metric(x1[i], x2[j]); dtype follows the samples for the
-        NumPy-computed metrics (float32 in, float32 out), float64 from SciPy.
+        M[i, j] = metric(x1[i], x2[j]), in the units of the features
+        (squared units for 'sqeuclidean').  dtype: for the NumPy-computed
+        metrics NumPy's promotion of the samples (float32 in, float32 out;
+        float16 in, float16 out; float32 with float64, float64), where
+        integer samples give float64, except 'sqeuclidean', which keeps
+        their integer dtype; float64 from SciPy.
 
     Raises
     ------
     TypeError
-        Non-numeric or complex samples.
+        Non-numeric, boolean, complex or masked samples.
     ValueError
-        Samples that are not 2-D, or whose numbers of features differ.
+        Samples that are not 2-D, or whose numbers of features differ; an
+        unknown metric name (from SciPy's ``cdist``).
 
     References
     ----------

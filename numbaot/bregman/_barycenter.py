@@ -201,45 +201,62 @@ def barycenter(A, M, reg, weights=None, method="sinkhorn", numItermax=10000, sto
 
     Parameters
     ----------
-    A : array-like, shape (dim, n_hists)
-        Histograms (columns, non-negative, same mass), on bins of cost ``M``.
-    M : array-like, shape (dim, dim)
-        Ground cost between bins.
+    A : array-like or CUDA device array, shape (dim, n_hists), float32 or float64
+        Histograms a_k (columns: mass of each bin; finite, >= 0, each of
+        positive mass, all of the same mass), on bins of cost ``M``.  Host
+        ``A`` may have any real dtype: float16 is computed as float32,
+        integers as float64.
+    M : array-like or CUDA device array, shape (dim, dim), float32 or float64
+        Ground cost between bins (finite), in the units of the loss.  Host
+        ``M`` may have any real dtype (float16 as float32, integers as
+        float64); a device ``M`` must be float32 or float64.
     reg : float
-        Entropic regularisation (> 0), units of ``M``.
-    weights : array-like, shape (n_hists,), optional
-        Barycentric weights, >= 0 and summing to 1 (default uniform).
-    method : {'sinkhorn', 'sinkhorn_log', 'sinkhorn_stabilized'}
+        Entropic regularisation (finite, > 0), units of ``M``.
+    weights : array-like or CUDA device array, shape (n_hists,), optional
+        Barycentric weights w_k (>= 0, summing to 1 within 1.5e-6; 3.8e-6
+        for float32, 0.031 for float16 weights); any real dtype, used as
+        float64 (they do not set the result dtype).  Default uniform
+        1 / n_hists.
+    method : {'sinkhorn', 'sinkhorn_log', 'sinkhorn_stabilized'}, default 'sinkhorn'
         :func:`barycenter_sinkhorn`, the log-domain iteration (stable for
         small reg, e.g. 1e-3 where the multiplicative one underflows), or
-        :func:`barycenter_stabilized`.
+        :func:`barycenter_stabilized`; case-insensitive.
     numItermax : int, default 10000
+        Maximum number of iterations (0 <= numItermax <= 2**62).
     stopThr : float, default 1e-4
-        Stop when the error (see each method) falls below it.
+        Stop when the error (see each method), taken every 10 iterations,
+        falls below it (>= 0).
     verbose, log, warn, **kwargs
-        As POT (``tau`` for 'sinkhorn_stabilized').
+        As POT (``tau`` for 'sinkhorn_stabilized'; the other methods take
+        no extra keyword).
 
     Returns
     -------
-    a : ndarray, shape (dim,), dtype of the inputs
-        The barycenter.
+    a : ndarray or CUDA device array, shape (dim,)
+        The barycenter (mass per bin); float32 when ``A`` and ``M`` are both
+        float32 (or float16), else float64.  A device array of ``A``'s kind
+        for device inputs.
     log : dict, only if ``log=True``: 'err', 'niter' (and 'logu', 'logv' for
         'sinkhorn_stabilized').
 
     Raises
     ------
     ValueError
-        ``"Unknown method '<method>'."``; reg <= 0; A not 2-D, negative or not
-        finite; a histogram (column of A) of zero mass, or histograms of
-        unequal masses (relative difference above 1.5e-6; POT returns NaN or
-        an unconverged result); M of the wrong shape or not finite; max|M| /
-        reg > 2**52; weights of the wrong length, negative, or not summing to
-        1 (POT does not normalise them and returns ones for zero weights,
-        inf/NaN for weights summing to 3).
+        ``"Unknown method '<method>'."``; reg <= 0 or not finite;
+        numItermax < 0 or > 2**62; stopThr NaN or < 0; A not 2-D, empty,
+        negative or not finite; a histogram (column of A) of zero mass, or
+        histograms of unequal masses (relative difference above 1.5e-6,
+        3.8e-6 for float32 A; POT returns NaN or an unconverged result); M
+        of the wrong shape or not finite; max|M| / reg > 2**52; weights of
+        the wrong length, negative, not finite, or not summing to 1 (POT does
+        not normalise them and returns ones for zero weights, inf/NaN for
+        weights summing to 3).
     TypeError
-        Non-numeric input; host and device arrays mixed; a device ``M`` that
-        is not float32/float64.
-    CudaUnavailableError
+        ``method`` not a string; non-numeric, boolean, complex or masked
+        arrays; non-numeric ``reg``, ``stopThr`` (or ``tau``); non-integer
+        ``numItermax``; a keyword the method does not take; host and device
+        arrays mixed; a device ``M`` that is not float32/float64.
+    numbaot._dispatch.CudaUnavailableError
         Device arrays without numba-cuda or a usable GPU.
 
     Notes
@@ -287,23 +304,61 @@ def barycenter_sinkhorn(A, M, reg, weights=None, numItermax=1000, stopThr=1e-4, 
     One iteration: UKv = u * K^T (A / (K u)), u <- u * geometricBar(w, UKv) / UKv
     (Benamou et al. 2015, eq. (12)); error every 10 iterations (ii % 10 == 1):
     sum over bins of the standard deviation of UKv across histograms.
-    Returns and exceptions as :func:`barycenter`.  Devices: CPU (NumPy) or
-    CUDA kernels (device arrays, input dtype).
+    Devices: CPU (NumPy) or CUDA kernels (device arrays, input dtype).
 
     Parameters
     ----------
-    A : array-like, shape (dim, n_hists)
-        Histograms (columns, non-negative, same mass).
-    M : array-like, shape (dim, dim)
-        Ground cost between bins.
+    A : array-like or CUDA device array, shape (dim, n_hists), float32 or float64
+        Histograms (columns: mass per bin; finite, >= 0, of equal positive
+        masses).  Host ``A`` may have any real dtype: float16 is computed as
+        float32, integers as float64.
+    M : array-like or CUDA device array, shape (dim, dim), float32 or float64
+        Ground cost between bins (finite), units of the loss; host ``M`` of
+        any real dtype, as ``A``; a device ``M`` must be float32 or float64.
     reg : float
-        Entropic regularisation (> 0).
-    weights : array-like, shape (n_hists,), optional
-        Barycentric weights (default uniform).
+        Entropic regularisation (finite, > 0), units of ``M``.
+    weights : array-like or CUDA device array, shape (n_hists,), optional
+        Barycentric weights (>= 0, summing to 1); any real dtype, used as
+        float64.  Default uniform.
     numItermax : int, default 1000
+        Maximum number of iterations (0 <= numItermax <= 2**62).
     stopThr : float, default 1e-4
+        Stop when the error above, taken at ii % 10 == 1, is < stopThr (>= 0).
     verbose, log, warn : bool
-        As POT.
+        As POT: print the error table; also return the log; warn when
+        ``numItermax`` is reached without convergence.
+
+    Returns
+    -------
+    a : ndarray or CUDA device array, shape (dim,)
+        The barycenter; float32 when ``A`` and ``M`` are both float32 (or
+        float16), else float64 (a device array of ``A``'s kind for device
+        inputs).
+    log : dict
+        Only if ``log=True``: 'err' (errors at the checks, host scalars of
+        the result dtype) and 'niter' (last iteration index).
+
+    Raises
+    ------
+    ValueError
+        reg <= 0 or not finite; numItermax < 0 or > 2**62; stopThr NaN or
+        < 0; A not 2-D, empty, negative or not finite; a histogram of zero
+        mass or histograms of unequal masses; M of the wrong shape or not
+        finite; max|M| / reg > 2**52; weights of the wrong length, negative,
+        not finite or not summing to 1 (as :func:`barycenter`).
+    TypeError
+        Non-numeric, boolean, complex or masked arrays; non-numeric ``reg``
+        or ``stopThr``; non-integer ``numItermax``; host and device arrays
+        mixed; a device ``M`` that is not float32/float64.
+    numbaot._dispatch.CudaUnavailableError
+        Device arrays without numba-cuda or a usable GPU.
+
+    Warns
+    -----
+    UserWarning
+        "Sinkhorn did not converge. ..." (if ``warn``); "the barycenter has
+        NaN entries ..." when the Gibbs kernel underflowed (use
+        ``method='sinkhorn_log'`` of :func:`barycenter`).
 
     References
     ----------
@@ -359,26 +414,61 @@ def barycenter_stabilized(A, M, reg, tau=1e10, weights=None, numItermax=1000, st
     step: absorption when max(u, v) > ``tau``, error max|u K v - A| at
     ii % 10 == 0 (when not absorbing) and at ii == 0, "Numerical errors at
     iteration %s" (previous barycenter returned) and POT's own non-convergence
-    text.  Returns and exceptions as :func:`barycenter` (log keys 'err',
-    'niter', 'logu', 'logv').  Devices: device arrays run on host copies
-    (CPU code), results copied back to the device.
+    text.  Devices: device arrays run on host copies (CPU code), results
+    copied back to the device.
 
     Parameters
     ----------
-    A : array-like, shape (dim, n_hists)
-        Histograms (columns, non-negative, same mass).
-    M : array-like, shape (dim, dim)
-        Ground cost between bins.
+    A : array-like or CUDA device array, shape (dim, n_hists), float32 or float64
+        Histograms (columns: mass per bin; finite, >= 0, of equal positive
+        masses); any real dtype (float16 computed as float32, integers as
+        float64).
+    M : array-like or CUDA device array, shape (dim, dim), float32 or float64
+        Ground cost between bins (finite), units of the loss; any real
+        dtype, as ``A``.
     reg : float
-        Entropic regularisation (> 0).
+        Entropic regularisation (finite, > 0), units of ``M``.
     tau : float, default 1e10
-        Absorption threshold (positional 4th, as in POT).
-    weights : array-like, shape (n_hists,), optional
-        Barycentric weights (default uniform).
+        Absorption threshold on the scalings u, v (a real number;
+        positional 4th, as in POT).
+    weights : array-like or CUDA device array, shape (n_hists,), optional
+        Barycentric weights (>= 0, summing to 1); any real dtype, used as
+        float64.  Default uniform.
     numItermax : int, default 1000
+        Maximum number of iterations (0 <= numItermax <= 2**62).
     stopThr : float, default 1e-4
+        Stop when the error max|u K v - A| is < stopThr (>= 0).
     verbose, log, warn : bool
-        As POT.
+        As POT: print the error table; also return the log; warn when
+        ``numItermax`` is reached without convergence.
+
+    Returns
+    -------
+    a : ndarray or CUDA device array, shape (dim,)
+        The barycenter; float32 when ``A`` and ``M`` are both float32 (or
+        float16), else float64 (a device array of ``A``'s kind for device
+        inputs).
+    log : dict
+        Only if ``log=True``: 'err' (errors at the checks), 'niter' (last
+        iteration index), 'logu', 'logv' (log of the scalings + 1e-16,
+        shape (dim, n_hists), of the result dtype).
+
+    Raises
+    ------
+    ValueError
+        As :func:`barycenter_sinkhorn`.
+    TypeError
+        Non-numeric, boolean, complex or masked arrays; non-numeric ``reg``,
+        ``stopThr`` or ``tau``; non-integer ``numItermax``; host and device
+        arrays mixed.
+    numbaot._dispatch.CudaUnavailableError
+        Device arrays without numba-cuda or a usable GPU.
+
+    Warns
+    -----
+    UserWarning
+        "Numerical errors at iteration %s" (the previous barycenter is
+        returned); "Stabilized Sinkhorn did not converge. ..." (if ``warn``).
 
     References
     ----------
@@ -482,30 +572,58 @@ def convolutional_barycenter2d(A, reg, weights=None, method="sinkhorn", numIterm
 
     Parameters
     ----------
-    A : array-like, shape (n_hists, width, height)
-        Non-negative images of equal mass (non-square allowed).
+    A : array-like or CUDA device array, shape (n_hists, width, height), float32 or float64
+        Images: mass per pixel (finite, >= 0), all of the same positive mass
+        (non-square allowed).  Any real dtype: float16 is computed as
+        float32, integers as float64.
     reg : float
-        Entropic regularisation (> 0), in squared units of the unit square.
-    weights : array-like, shape (n_hists,), optional
-    method : {'sinkhorn', 'sinkhorn_log'}
+        Entropic regularisation (finite, > 0), in squared units of the unit
+        square.
+    weights : array-like or CUDA device array, shape (n_hists,), optional
+        Barycentric weights of the images (>= 0, summing to 1); any real
+        dtype, used as float64 (they do not set the result dtype).  Default
+        uniform 1 / n_hists.
+    method : {'sinkhorn', 'sinkhorn_log'}, default 'sinkhorn'
         Multiplicative (BLAS matrix products) or log domain (numbaot's
-        separable log-convolution kernel, ``numbaot.cpu.barycenter``).
+        separable log-convolution kernel, ``numbaot.cpu.barycenter``);
+        case-insensitive.
     numItermax, stopThr, verbose, log, warn, **kwargs
-        As POT; ``stabThr`` may be passed in kwargs.
+        As POT (``numItermax`` default 10000, ``stopThr`` default 1e-4, the
+        error taken at ii % 10 == 9); ``stabThr`` (a real number, default
+        1e-30) may be passed in kwargs.
 
     Returns
     -------
-    bar : ndarray, shape (width, height)
-    log : dict, only if ``log=True``: 'err', 'niter' (and 'U', 'V' for 'sinkhorn').
+    bar : ndarray or CUDA device array, shape (width, height)
+        The barycenter image; float32 when ``A`` is float32 (or float16),
+        else float64 (a device array of ``A``'s kind for device inputs).
+    log : dict
+        Only if ``log=True``: 'err' (errors at the checks, scalars of the
+        result dtype), 'niter' (last iteration index) and, for 'sinkhorn',
+        'U', 'V' (the scalings, shape (n_hists, width, height), of the
+        result dtype).
 
     Raises
     ------
     ValueError
-        Unknown method; A not 3-D, negative or not finite; an image of zero
-        mass or images of unequal masses; reg <= 0; weights of the wrong
-        length, negative, or not summing to 1.
+        Unknown method; A not 3-D, with an empty axis, negative or not
+        finite; an image of zero mass or images of unequal masses; reg <= 0
+        or not finite; numItermax < 0 or > 2**62; stopThr NaN or < 0;
+        weights of the wrong length, negative, not finite or not summing to
+        1.
     TypeError
-        Host and device arrays mixed.
+        ``method`` not a string; non-numeric, boolean, complex or masked
+        ``A`` or ``weights``; non-numeric ``reg``, ``stopThr`` or
+        ``stabThr``; non-integer ``numItermax``; host and device arrays
+        mixed.
+    numbaot._dispatch.CudaUnavailableError
+        Device arrays without numba-cuda or a usable GPU.
+
+    Warns
+    -----
+    UserWarning
+        "Convolutional Sinkhorn did not converge. ..." (POT's text; if
+        ``warn``).
 
     Notes
     -----

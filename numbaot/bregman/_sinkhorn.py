@@ -48,14 +48,15 @@ def sinkhorn_knopp(a, b, M, reg, numItermax=1000, stopThr=1e-9, verbose=False,
 
     Parameters
     ----------
-    a : array-like, shape (dim_a,) or (dim_a, n_hists), float
+    a : array-like or CUDA device array, shape (dim_a,) or (dim_a, n_hists), float32 or float64
         Source weights (non-negative, mass per source point).  Empty (``[]``)
         means uniform.  2-D (numbaot extension): one source histogram per
         problem, with ``b`` 2-D of the same n_hists ("paired batch").
         Integer weights are computed in float64, float16 ones in float32.
-    b : array-like, shape (dim_b,) or (dim_b, n_hists), float
-        Target weights.  Empty means uniform.  2-D: n_hists problems sharing
-        ``M``; the losses are returned instead of the plans.  Each problem
+    b : array-like or CUDA device array, shape (dim_b,) or (dim_b, n_hists), float32 or float64
+        Target weights (same dtype rules as ``a``).  Empty means uniform.
+        2-D: n_hists problems sharing ``M``; the losses are returned instead
+        of the plans.  Each problem
         must have sum a = sum b, up to a relative 1.5e-6 (POT's ``ot.emd``
         test, ``decimal=6``; 3.8e-6 for float32, 0.031 for float16 weights).
     M : array-like or CUDA device array, shape (dim_a, dim_b), float32 or float64
@@ -80,16 +81,19 @@ def sinkhorn_knopp(a, b, M, reg, numItermax=1000, stopThr=1e-9, verbose=False,
         Warn (``UserWarning``) if ``numItermax`` is reached without convergence.
     warmstart : tuple of arrays, optional
         Initial log-scalings (log u, log v), shapes (dim_a,), (dim_b,) (or
-        (dim, n_hists)): a tuple or list of 2 real arrays, finite except
-        -inf where the weight is 0 (as in a previous ``log``).
+        (dim_a, n_hists), (dim_b, n_hists)): a tuple or list of 2 host
+        arrays of any real dtype (used as float64), finite except -inf where
+        the weight is 0 (as in a previous ``log``).
     **kwargs
         Ignored, as in POT.
 
     Returns
     -------
-    gamma : ndarray, shape (dim_a, dim_b), dtype of the inputs
+    gamma : ndarray or CUDA device array, shape (dim_a, dim_b); the losses, shape (n_hists,), for 2-D ``b``
         Optimal plan (mass moved from source i to target j); or, for 2-D
-        ``b``, the losses <gamma_k, M>_F, shape (n_hists,).
+        ``b``, the losses <gamma_k, M>_F.  float32 when every non-empty
+        input among ``a``, ``b``, ``M`` is float32 (or float16), else
+        float64.
     log : dict
         Only if ``log=True``.
 
@@ -199,8 +203,9 @@ def sinkhorn_log(a, b, M, reg, numItermax=1000, stopThr=1e-9, verbose=False,
 
     Returns
     -------
-    gamma : ndarray, shape (dim_a, dim_b), dtype of the inputs
-        Optimal plan, or for 2-D ``b`` the losses <gamma_k, M>_F, shape (n_hists,).
+    gamma : ndarray or CUDA device array, shape (dim_a, dim_b); the losses, shape (n_hists,), for 2-D ``b``
+        Optimal plan, or for 2-D ``b`` the losses <gamma_k, M>_F; of the
+        result dtype of :func:`sinkhorn_knopp`.
     log : dict
         Only if ``log=True``.
 
@@ -295,10 +300,11 @@ def greenkhorn(a, b, M, reg, numItermax=10000, stopThr=1e-9, verbose=False,
 
     Parameters
     ----------
-    a : array-like, shape (dim_a,)
-        Source weights (empty = uniform).
-    b : array-like, shape (dim_b,)
-        Target weights (empty = uniform).
+    a : array-like, shape (dim_a,), float32 or float64
+        Source weights (>= 0, finite; empty = uniform); float16 is computed
+        as float32, integers as float64.  1-D only.
+    b : array-like, shape (dim_b,), float32 or float64
+        Target weights (empty = uniform), same rules; sum b = sum a.
     M, reg, stopThr, warn
         As in :func:`sinkhorn_knopp`; stops when the largest absolute
         marginal violation is <= ``stopThr``.
@@ -307,23 +313,33 @@ def greenkhorn(a, b, M, reg, numItermax=10000, stopThr=1e-9, verbose=False,
     verbose : bool
         Accepted for compatibility; POT prints nothing either.
     log : bool
-        Also return a dict with keys ``'u'``, ``'v'``, ``'n_iter'``.
-    warmstart : tuple of arrays, optional
-        Initial log-scalings (log u, log v).
+        Also return a dict with keys ``'u'``, ``'v'`` (the scalings, of the
+        result dtype), ``'n_iter'``.
+    warmstart : tuple of 2 arrays, optional
+        Initial log-scalings (log u, log v), shapes (dim_a,), (dim_b,): host
+        arrays of any real dtype (used as float64), finite except -inf where
+        the weight is 0.
 
     Returns
     -------
-    gamma : ndarray, shape (dim_a, dim_b), dtype of the inputs
-    log : dict, only if ``log=True``
+    gamma : ndarray, shape (dim_a, dim_b)
+        The plan; float32 when every non-empty input among ``a``, ``b``,
+        ``M`` is float32 (or float16), else float64.  Device inputs run on
+        host copies and get a device array back.
+    log : dict
+        Only if ``log=True``.
 
     Raises
     ------
-    TypeError, ValueError
-        As :func:`sinkhorn_knopp`; 2-D ``a`` or ``b``.
+    TypeError
+        As :func:`sinkhorn_knopp`.
     ValueError
-        A whole row (column) of the Gibbs kernel exp(-M/reg) underflows to 0
-        where a (b) is positive: no scaling can move that mass (POT returns
-        a NaN plan); the message suggests ``method='sinkhorn_log'``.
+        As :func:`sinkhorn_knopp`; 2-D ``a`` or ``b``; a whole row (column)
+        of the Gibbs kernel exp(-M/reg) underflows to 0 where a (b) is
+        positive: no scaling can move that mass (POT returns a NaN plan);
+        the message suggests ``method='sinkhorn_log'``.
+    numbaot._dispatch.CudaUnavailableError
+        Device arrays given but numba-cuda or a CUDA GPU is missing.
 
     Warns
     -----
@@ -392,36 +408,64 @@ def sinkhorn(a, b, M, reg, method="sinkhorn", numItermax=1000, stopThr=1e-9,
 
     Parameters
     ----------
-    a : array-like, shape (dim_a,) or (dim_a, n_hists)
-        Source weights (empty = uniform; 2-D = paired batch with 2-D ``b``).
-    b : array-like, shape (dim_b,) or (dim_b, n_hists)
-        Target weights (empty = uniform; 2-D: the losses are returned).
-    M : array-like, shape (dim_a, dim_b)
-        Cost matrix.
+    a : array-like or CUDA device array, shape (dim_a,) or (dim_a, n_hists), float32 or float64
+        Source weights: mass at each source point (>= 0, finite, positive
+        total).  Empty (``[]``) or None means uniform 1 / dim_a.  2-D: a
+        paired batch, with 2-D ``b`` of the same n_hists ('sinkhorn',
+        'sinkhorn_log' and 'sinkhorn_stabilized' only).  Other real dtypes
+        are accepted: float16 is computed as float32, integers as float64.
+    b : array-like or CUDA device array, shape (dim_b,) or (dim_b, n_hists), float32 or float64
+        Target weights, same rules; sum b = sum a per problem (relative
+        tolerance 1.5e-6; 3.8e-6 for float32, 0.031 for float16 weights).
+        2-D: n_hists problems sharing ``M`` (not for 'greenkhorn' and
+        'sinkhorn_epsilon_scaling'); the losses are returned.
+    M : array-like or CUDA device array, shape (dim_a, dim_b), float32 or float64
+        Cost matrix (finite), in the units of the loss; max|M| / reg <=
+        2**52.  Host ``M`` may have any real dtype (float16 computed as
+        float32, integers as float64); a device ``M`` must be float32 or
+        float64.
     reg : float
-        Regularisation (> 0).
+        Entropic regularisation strength (finite, > 0), in units of ``M``.
     method : str, default 'sinkhorn'
         'sinkhorn' (:func:`sinkhorn_knopp`), 'sinkhorn_log'
         (:func:`sinkhorn_log`), 'greenkhorn' (:func:`greenkhorn`),
         'sinkhorn_stabilized' (:func:`sinkhorn_stabilized`) or
         'sinkhorn_epsilon_scaling' (:func:`sinkhorn_epsilon_scaling`);
         case-insensitive.
-    numItermax, stopThr, verbose, log, warn, warmstart, **kwargs
-        Passed to the solver (see each one; ``warmstart`` follows the
-        solver's convention).
+    numItermax, stopThr, verbose, log, warn, **kwargs
+        Passed to the solver (see each one).
+    warmstart : tuple of 2 host arrays, optional
+        Follows the solver's convention: initial log-scalings (log u, log v)
+        for 'sinkhorn', 'sinkhorn_log' and 'greenkhorn', dual potentials
+        (alpha, beta) in units of ``M`` for 'sinkhorn_stabilized' and
+        'sinkhorn_epsilon_scaling'; shapes (dim_a,), (dim_b,), or for a batch
+        ('sinkhorn', 'sinkhorn_log') (dim_a, n_hists), (dim_b, n_hists).  Any
+        real dtype (NumPy arrays or lists, also for device problems), used
+        as float64.
 
     Returns
     -------
-    gamma : ndarray, shape (dim_a, dim_b), or losses (n_hists,) for 2-D ``b``.
-    log : dict, only if ``log=True``
+    gamma : ndarray or CUDA device array, shape (dim_a, dim_b); for 2-D ``b`` the losses, shape (n_hists,)
+        The entropic plan (mass moved from source i to target j), or the
+        losses <gamma_k, M>_F.  dtype float32 when every non-empty input
+        among ``a``, ``b``, ``M`` is float32 (or float16), else float64; a
+        device array of the caller's kind for device inputs.
+    log : dict
+        Only if ``log=True``: the chosen solver's log.
 
     Raises
     ------
     ValueError
         ``"Unknown method '<method>'."`` for any other method, and everything
-        the solver raises.
+        the solver raises (see :func:`sinkhorn_knopp`: bad shapes, values,
+        masses, scalars or ``warmstart``; 2-D weights for 'greenkhorn' and
+        'sinkhorn_epsilon_scaling').
     TypeError
-        ``method`` not a string, and everything the solver raises.
+        ``method`` not a string, and everything the solver raises
+        (non-numeric arrays or scalars, host and device arrays mixed, a
+        device ``M`` not float32/float64, a device ``warmstart``).
+    numbaot._dispatch.CudaUnavailableError
+        Device arrays given but numba-cuda or a CUDA GPU is missing.
 
     References
     ----------
@@ -480,9 +524,13 @@ def sinkhorn2(a, b, M, reg, method="sinkhorn", numItermax=1000, stopThr=1e-9,
 
     Returns
     -------
-    W : float (numpy scalar of the input dtype), or ndarray (n_hists,) for 2-D ``b``
-        Transport cost of the entropic plan, in units of ``M``.
-    log : dict, only if ``log=True`` (keys of the chosen solver)
+    W : numpy.float32 or numpy.float64, or ndarray (or device array) of shape (n_hists,) for 2-D ``b``
+        Transport cost <gamma, M>_F of the entropic plan, in units of ``M``;
+        of the result dtype of :func:`sinkhorn` (float32 when every non-empty
+        input is float32 or float16, else float64).  A single loss is a
+        NumPy scalar also for device inputs.
+    log : dict
+        Only if ``log=True``: the keys of the chosen solver.
 
     Raises
     ------
@@ -490,6 +538,8 @@ def sinkhorn2(a, b, M, reg, method="sinkhorn", numItermax=1000, stopThr=1e-9,
         ``"Unknown method '<method>'."`` and everything the solver raises.
     TypeError
         ``method`` not a string, and everything the solver raises.
+    numbaot._dispatch.CudaUnavailableError
+        Device arrays given but numba-cuda or a CUDA GPU is missing.
 
     References
     ----------

@@ -428,9 +428,11 @@ def sinkhorn_stabilized(a, b, M, reg, numItermax=1000, tau=1e3, stopThr=1e-9,
         Absorption threshold on max |u|, max |v|: a finite number > 0 (as the
         unbalanced stabilized solvers; POT accepts tau <= 0 and then returns
         a wrong value, every iteration resetting the scalings).
-    warmstart : tuple of arrays, optional
-        Initial dual potentials (alpha, beta), shapes (dim_a,), (dim_b,), in
-        units of ``M``.
+    warmstart : tuple of 2 arrays, optional
+        Initial dual potentials (alpha, beta), shapes (dim_a,), (dim_b,)
+        (shared by every problem of a batch), in units of ``M``: host arrays
+        of any real dtype, used as float64; finite except -inf where the
+        weight is 0 in every problem.
     print_period : int, default 20
         The error is computed (and printed) every ``print_period`` iterations
         (an integer >= 1; POT raises ZeroDivisionError for 0): the 2-norm of
@@ -441,7 +443,11 @@ def sinkhorn_stabilized(a, b, M, reg, numItermax=1000, tau=1e3, stopThr=1e-9,
 
     Returns
     -------
-    gamma : ndarray, shape (dim_a, dim_b), or losses of shape (n_hists,) for 2-D ``b``.
+    gamma : ndarray, shape (dim_a, dim_b); the losses, shape (n_hists,), for 2-D ``b``
+        The plan, or the losses <gamma_k, M>_F; float32 when every non-empty
+        input among ``a``, ``b``, ``M`` is float32 (or float16), else
+        float64.  Device inputs run on host copies and get device arrays
+        back.
     log : dict, only if ``log=True``
         Keys ``'err'``, ``'n_iter'``, ``'logu'``, ``'logv'`` (total
         log-scalings), ``'alpha'``, ``'beta'`` (dual potentials
@@ -456,6 +462,8 @@ def sinkhorn_stabilized(a, b, M, reg, numItermax=1000, tau=1e3, stopThr=1e-9,
     TypeError, ValueError
         As :func:`sinkhorn_knopp`, plus a malformed ``warmstart``, ``tau``
         not a finite number > 0, ``print_period`` not an integer >= 1.
+    numbaot._dispatch.CudaUnavailableError
+        Device arrays given but numba-cuda or a CUDA GPU is missing.
 
     Warns
     -----
@@ -515,11 +523,12 @@ def sinkhorn_epsilon_scaling(a, b, M, reg, numItermax=100, epsilon0=1e4,
 
     Parameters
     ----------
-    a : array-like, shape (dim_a,)
-        Source weights (empty = uniform).
-    b : array-like, shape (dim_b,)
-        Target weights (empty = uniform).  2-D ``b`` is refused: POT returns
-        meaningless values for it.
+    a : array-like, shape (dim_a,), float32 or float64
+        Source weights (>= 0, finite; empty = uniform); float16 is computed
+        as float32, integers as float64.  1-D only.
+    b : array-like, shape (dim_b,), float32 or float64
+        Target weights (empty = uniform), same rules; sum b = sum a.  2-D
+        ``b`` is refused: POT returns meaningless values for it.
     M, reg, stopThr, verbose, warn
         As in :func:`sinkhorn_knopp`.
     numItermax : int, default 100
@@ -531,8 +540,10 @@ def sinkhorn_epsilon_scaling(a, b, M, reg, numItermax=100, epsilon0=1e4,
         (POT raises UnboundLocalError for 0).
     tau : float, default 1e3
         Absorption threshold of the inner calls (finite, > 0).
-    warmstart : tuple of arrays, optional
-        Initial dual potentials (alpha, beta).
+    warmstart : tuple of 2 arrays, optional
+        Initial dual potentials (alpha, beta), shapes (dim_a,), (dim_b,), in
+        units of ``M``: host arrays of any real dtype, used as float64;
+        finite except -inf where the weight is 0.
     print_period : int, default 10
         Error (squared marginal violations of both sides) computed every
         ``print_period`` outer steps.
@@ -544,14 +555,20 @@ def sinkhorn_epsilon_scaling(a, b, M, reg, numItermax=100, epsilon0=1e4,
 
     Returns
     -------
-    gamma : ndarray, shape (dim_a, dim_b), dtype of the inputs
-    log : dict, only if ``log=True``
+    gamma : ndarray, shape (dim_a, dim_b)
+        The plan; float32 when every non-empty input among ``a``, ``b``,
+        ``M`` is float32 (or float16), else float64.  Device inputs run on
+        host copies and get a device array back.
+    log : dict
+        Only if ``log=True``.
 
     Raises
     ------
     TypeError, ValueError
         As :func:`sinkhorn_stabilized`; 2-D ``a`` or ``b``; ``epsilon0`` not
         a finite number > 0; ``numInnerItermax`` not an integer >= 1.
+    numbaot._dispatch.CudaUnavailableError
+        Device arrays given but numba-cuda or a CUDA GPU is missing.
 
     Warns
     -----

@@ -62,31 +62,50 @@ def barycenter_unbalanced_sinkhorn(A, M, reg, reg_m, weights=None, numItermax=10
 
     Parameters
     ----------
-    A : array-like, shape (dim, n_hists)
-        Histograms (finite, >= 0, each of positive mass; masses may differ).
-    M : array-like, shape (dim, dim)
-        Ground cost (finite).
+    A : array-like, shape (dim, n_hists), float32 or float64
+        Histograms (columns: mass per bin; finite, >= 0, each of positive
+        mass; masses may differ).  Host arrays of any real dtype: float16 is
+        computed as float32, integers as float64.
+    M : array-like, shape (dim, dim), float32 or float64
+        Ground cost between bins (finite), units of the loss; any real
+        dtype, as ``A``.
     reg : float
-        Entropic regularisation (> 0).
+        Entropic regularisation (> 0), units of ``M``.
     reg_m : float
-        Marginal relaxation (finite, >= 0).
+        Marginal relaxation (finite, >= 0), units of ``M``.
     weights : array-like, shape (n_hists,), optional
-        Barycentric weights (>= 0, summing to 1); uniform by default.
-    numItermax, stopThr, verbose, log
-        As POT.
+        Barycentric weights (>= 0, summing to 1); any real dtype, used as
+        float64 (they do not set the result dtype).  Uniform by default.
+    numItermax : int, default 1000
+        Maximum number of iterations (0 <= numItermax <= 2**62).
+    stopThr : float, default 1e-6
+        Stop when the relative change of q, max|q - q_prev| / max(max|q|,
+        max|q_prev|, 1), is < stopThr after more than 10 iterations (>= 0).
+    verbose, log : bool
+        As POT: print the error table; also return the log.
 
     Returns
     -------
-    q : ndarray, shape (dim,), dtype of the inputs
-    log : dict with 'err', 'niter', 'logu', 'logv', only if ``log``
+    q : ndarray, shape (dim,)
+        The unbalanced barycenter (mass per bin); float32 when ``A`` and
+        ``M`` are both float32 (or float16), else float64 (iterations in
+        float64).
+    log : dict
+        Only if ``log``: 'err', 'niter', 'logu', 'logv' (log(u + 1e-300),
+        log(v + 1e-300), shape (dim, n_hists), of the result dtype).
 
     Raises
     ------
-    TypeError, ValueError
-        Malformed A, M, weights; a histogram of zero mass (POT: "Numerical
-        errors" and a meaningless result); weights not summing to 1 (POT does
-        not normalise them); reg <= 0; max|M| / reg > 2**52; reg_m < 0 or
-        infinite.
+    TypeError
+        Non-numeric, boolean, complex, masked or GPU arrays; non-numeric
+        ``reg``, ``reg_m``, ``stopThr``; non-integer ``numItermax``.
+    ValueError
+        A not 2-D or empty, negative or not finite; M not of shape (dim, dim)
+        or not finite; a histogram of zero mass (POT: "Numerical errors" and
+        a meaningless result); weights of the wrong shape, negative, not
+        finite or not summing to 1 (POT does not normalise them); reg <= 0
+        or not finite; max|M| / reg > 2**52; reg_m < 0 or infinite;
+        numItermax < 0; stopThr NaN or < 0.
 
     Warns
     -----
@@ -151,20 +170,30 @@ def barycenter_unbalanced_stabilized(A, M, reg, reg_m, weights=None, tau=1e3, nu
 
     Parameters
     ----------
-    A, M, reg, reg_m, weights, numItermax, stopThr, verbose, log
-        As :func:`barycenter_unbalanced_sinkhorn`.
+    A, M, reg, reg_m, weights, numItermax, verbose, log
+        As :func:`barycenter_unbalanced_sinkhorn` (same shapes, dtypes and
+        units).
+    stopThr : float, default 1e-6
+        Stop when the relative change of q (as
+        :func:`barycenter_unbalanced_sinkhorn`), taken at iteration 0 and
+        every 10th iteration without absorption, is < stopThr.
     tau : float, default 1e3
-        Absorption threshold (> 0).
+        Absorption threshold on the scalings (finite, > 0).
 
     Returns
     -------
-    q : ndarray, shape (dim,), dtype of the inputs
-    log : dict with 'err', 'niter', 'logu', 'logv', only if ``log``
+    q : ndarray, shape (dim,)
+        The unbalanced barycenter; float32 when ``A`` and ``M`` are both
+        float32 (or float16), else float64 (iterations in float64).
+    log : dict
+        Only if ``log``: 'err', 'niter', 'logu', 'logv' (of the result
+        dtype).
 
     Raises
     ------
     TypeError, ValueError
-        As :func:`barycenter_unbalanced_sinkhorn`; ``tau`` <= 0.
+        As :func:`barycenter_unbalanced_sinkhorn`; ``tau`` <= 0 or not
+        finite (ValueError) or not a real number (TypeError).
 
     Warns
     -----
@@ -235,13 +264,19 @@ def barycenter_unbalanced(A, M, reg, reg_m, method="sinkhorn", weights=None, num
 
     Returns
     -------
-    q : ndarray, shape (dim,), dtype of the inputs
-    log : dict, only if ``log``
+    q : ndarray, shape (dim,)
+        The unbalanced barycenter; float32 when ``A`` and ``M`` are both
+        float32 (or float16), else float64.
+    log : dict
+        Only if ``log``: the solver's.
 
     Raises
     ------
     ValueError
         "Unknown method '<method>'." and the solvers' errors.
+    TypeError
+        ``method`` not a string; a keyword the solver does not take (e.g.
+        ``tau`` with 'sinkhorn'); the solvers' errors.
 
     References
     ----------

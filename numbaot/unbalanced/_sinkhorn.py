@@ -233,27 +233,36 @@ def sinkhorn_knopp_unbalanced(a, b, M, reg, reg_m, reg_type="kl", c=None, warmst
 
     Parameters
     ----------
-    a : array-like, shape (dim_a,) or (dim_a, n_hists), float
-        Source masses (>= 0); empty means uniform 1/dim_a.  2-D (numbaot
-        extension, needs 2-D ``b`` with the same n_hists): paired batch.
-    b : array-like, shape (dim_b,) or (dim_b, n_hists), float
-        Target masses (>= 0); empty means uniform.  2-D: n_hists problems
-        sharing ``M`` (then, as POT, ``K = exp(-M / reg)`` with no reference
-        measure, and the losses are returned).
-    M : array-like, shape (dim_a, dim_b), float32 or float64
-        Cost matrix (finite).
+    a : array-like or CUDA device array, shape (dim_a,) or (dim_a, n_hists), float32 or float64
+        Source masses (>= 0, finite, positive total); empty means uniform
+        1/dim_a.  Any real dtype: float16 is computed as float32, integers
+        as float64.  2-D (numbaot extension, needs 2-D ``b`` with the same
+        n_hists): paired batch.
+    b : array-like or CUDA device array, shape (dim_b,) or (dim_b, n_hists), float32 or float64
+        Target masses (>= 0); empty means uniform; same dtype rules.  2-D:
+        n_hists problems sharing ``M`` (then, as POT, ``K = exp(-M / reg)``
+        with no reference measure, and the losses are returned).
+    M : array-like or CUDA device array, shape (dim_a, dim_b), float32 or float64
+        Cost matrix (finite), in the units of the loss.  A host ``M`` may
+        have any real dtype (float16 as float32, integers as float64); a
+        device ``M`` must be float32 or float64.
     reg : float
         Entropic regularisation (> 0), units of ``M``.
     reg_m : float or indexable of length 1 or 2
         Marginal relaxation (>= 0) of the source and target KL penalties;
         ``inf`` on one side makes that marginal a hard constraint.
-    reg_type : {'kl', 'entropy'}
+    reg_type : {'kl', 'entropy'}, default 'kl'
         'kl': reference measure ``c = a b^T`` (or the given ``c``);
-        'entropy': ``c = 1`` (a warning says ``c`` is overwritten, as POT).
+        'entropy': ``c = 1`` (a warning says ``c`` is overwritten, as POT);
+        case-insensitive.
     c : array-like, shape (dim_a, dim_b), optional
-        Explicit reference measure (>= 0, finite), used with 'kl' and 1-D b.
-    warmstart : tuple (log u, log v), optional
-        Initial log-scalings, shapes (dim_a,), (dim_b,) (or (dim, n_hists)).
+        Explicit reference measure (>= 0, finite), used with 'kl' and 1-D b;
+        any real dtype, used as float64 (a device ``c`` is copied to the
+        host).
+    warmstart : tuple (log u, log v) of host arrays, optional
+        Initial log-scalings, shapes (dim_a,), (dim_b,) (or (dim_a,
+        n_hists), (dim_b, n_hists) for a batch); any real dtype, used as
+        float64; finite except -inf where the weight is 0.
     numItermax : int, default 1000
     stopThr : float, default 1e-6
         Stop once err = (err_u + err_v) / 2 < stopThr, err_x =
@@ -269,23 +278,21 @@ def sinkhorn_knopp_unbalanced(a, b, M, reg, reg_m, reg_type="kl", c=None, warmst
 
     Returns
     -------
-    gamma : ndarray, shape (dim_a, dim_b), dtype of the inputs
-        Unbalanced plan; for 2-D ``b`` the losses <gamma_k, M>, shape (n_hists,).
+    gamma : ndarray or CUDA device array, shape (dim_a, dim_b)
+        Unbalanced plan; for 2-D ``b`` the losses <gamma_k, M>, shape
+        (n_hists,).  float32 when every non-empty input among ``a``, ``b``,
+        ``M`` is float32 (or float16), else float64.
     log : dict
         Only if ``log``.
-
-    GPU
-    ---
-    With ``M`` a GPU array (numba device array or CuPy), the iterations run on
-    the GPU (``numbaot.cuda.unbalanced``) in the dtype of the data, and the plan
-    / losses / ``logu``, ``logv`` come back as device arrays of the caller's
-    kind (``cost``, ``total_cost`` and ``err`` as host scalars).  An explicit
-    ``c`` on the GPU is copied to the host to be validated.
 
     Raises
     ------
     TypeError
-        Non-numeric/complex arrays, non-numeric scalars.
+        Non-numeric/complex arrays, non-numeric scalars; ``warmstart`` not a
+        tuple/list; host and device arrays mixed; a device ``M`` that is not
+        float32/float64.
+    numbaot._dispatch.CudaUnavailableError
+        Device arrays given but numba-cuda or a CUDA GPU is missing.
     ValueError
         ``reg`` <= 0 or not finite; ``reg_m`` < 0, NaN, or of length > 2;
         ``reg_type`` not 'kl'/'entropy'; ``M`` not 2-D or not finite;
@@ -301,6 +308,15 @@ def sinkhorn_knopp_unbalanced(a, b, M, reg, reg_m, reg_type="kl", c=None, warmst
     UserWarning
         "Numerical errors at iteration %s" when K^T u has a zero or u, v get a
         NaN/inf (the previous iterate is returned), and the 'entropy' warning.
+
+    Notes
+    -----
+    GPU: with ``M`` a GPU array (numba device array or CuPy), the iterations
+    run on the GPU (``numbaot.cuda.unbalanced``) in the dtype of the data,
+    and the plan / losses / ``logu``, ``logv`` come back as device arrays of
+    the caller's kind (``cost``, ``total_cost`` and ``err`` as host
+    scalars).  An explicit ``c`` on the GPU is copied to the host to be
+    validated.
 
     References
     ----------
@@ -378,17 +394,16 @@ def sinkhorn_unbalanced_log(a, b, M, reg, reg_m, reg_type="kl", c=None, warmstar
 
     Returns
     -------
-    gamma : ndarray (dim_a, dim_b), or the losses (n_hists,) for 2-D b
-    log : dict, only if ``log``
-
-    GPU arrays run on the GPU (``numbaot.cuda.unbalanced.uot_log_steps``)
-    and return device arrays, as :func:`sinkhorn_knopp_unbalanced`; with an
-    explicit ``c`` there, M - reg log c is formed on the host (one
-    dim_a x dim_b copy each way).
+    gamma : ndarray or CUDA device array, shape (dim_a, dim_b); the losses, shape (n_hists,), for 2-D b
+        The plan (or the losses <gamma_k, M>); float32 when every non-empty
+        input among ``a``, ``b``, ``M`` is float32 (or float16), else
+        float64.
+    log : dict
+        Only if ``log``.
 
     Raises
     ------
-    TypeError, ValueError
+    TypeError, ValueError, numbaot._dispatch.CudaUnavailableError
         As :func:`sinkhorn_knopp_unbalanced`.
 
     Warns
@@ -396,6 +411,13 @@ def sinkhorn_unbalanced_log(a, b, M, reg, reg_m, reg_type="kl", c=None, warmstar
     UserWarning
         "Numerical errors at iteration %s" if a NaN appears (the previous
         iterate is returned); the 'entropy' warning.
+
+    Notes
+    -----
+    GPU arrays run on the GPU (``numbaot.cuda.unbalanced.uot_log_steps``)
+    and return device arrays, as :func:`sinkhorn_knopp_unbalanced`; with an
+    explicit ``c`` there, M - reg log c is formed on the host (one
+    dim_a x dim_b copy each way).
 
     References
     ----------
@@ -474,15 +496,24 @@ def sinkhorn_unbalanced(a, b, M, reg, reg_m, method="sinkhorn", reg_type="kl", c
 
     Returns
     -------
-    gamma : ndarray (dim_a, dim_b), or the losses (n_hists,) for 2-D b
-    log : dict, only if ``log``
+    gamma : ndarray or CUDA device array, shape (dim_a, dim_b); the losses, shape (n_hists,), for 2-D b
+        The unbalanced plan (or the losses <gamma_k, M>); float32 when every
+        non-empty input among ``a``, ``b``, ``M`` is float32 (or float16),
+        else float64.  Device arrays only for 'sinkhorn' and
+        'sinkhorn_log'.
+    log : dict
+        Only if ``log``: the solver's.
 
     Raises
     ------
     ValueError
-        "Unknown method '<method>'." and the solvers' errors.
+        "Unknown method '<method>'." and the solvers' errors (2-D ``a`` for
+        'sinkhorn_stabilized' and 'sinkhorn_translation_invariant').
     TypeError
-        ``method`` not a string, and the solvers' errors.
+        ``method`` not a string; GPU arrays with 'sinkhorn_stabilized' or
+        'sinkhorn_translation_invariant'; the solvers' errors.
+    numbaot._dispatch.CudaUnavailableError
+        Device arrays given but numba-cuda or a CUDA GPU is missing.
 
     References
     ----------
@@ -516,7 +547,7 @@ def sinkhorn_unbalanced2(a, b, M, reg, reg_m, method="sinkhorn", reg_type="kl", 
     ----------
     a, b, M, reg, reg_m, method, reg_type, c, warmstart, numItermax, stopThr, verbose, log
         See :func:`sinkhorn_unbalanced`.
-    returnCost : {'linear', 'total'}
+    returnCost : {'linear', 'total'}, default 'linear'
         1-D b: return <gamma, M> ('linear') or the full objective ('total').
         2-D b: the linear losses <gamma_k, M> (as POT, which also warns
         "Reg_type not implemented yet. Use entropy." when reg_type == 'kl').
@@ -525,13 +556,22 @@ def sinkhorn_unbalanced2(a, b, M, reg, reg_m, method="sinkhorn", reg_type="kl", 
 
     Returns
     -------
-    loss : float (dtype of the inputs) for 1-D b, ndarray (n_hists,) for 2-D b
-    log : dict, only if ``log``
+    loss : numpy.float32 or numpy.float64 for 1-D b; ndarray (or device array) of shape (n_hists,) for 2-D b
+        The cost in units of ``M``; float32 when every non-empty input among
+        ``a``, ``b``, ``M`` is float32 (or float16), else float64 (a single
+        loss is a NumPy scalar also for device inputs).
+    log : dict
+        Only if ``log``.
 
     Raises
     ------
     ValueError
-        "Unknown method <method>."; "Unknown returnCost = <value>"; the solvers' errors.
+        "Unknown method <method>."; "Unknown returnCost = <value>" (1-D b);
+        the solvers' errors.
+    TypeError
+        ``method`` not a string; the solvers' errors.
+    numbaot._dispatch.CudaUnavailableError
+        Device arrays given but numba-cuda or a CUDA GPU is missing.
 
     References
     ----------

@@ -94,15 +94,24 @@ def sinkhorn_stabilized_unbalanced(a, b, M, reg, reg_m, reg_type="kl", c=None, w
 
     Returns
     -------
-    gamma : ndarray (dim_a, dim_b), or losses (n_hists,) for 2-D b
+    gamma : ndarray, shape (dim_a, dim_b); the losses, shape (n_hists,), for 2-D b
+        The unbalanced plan (or the losses <gamma_k, M>); float32 when every
+        non-empty input among ``a``, ``b``, ``M`` is float32 (or float16),
+        else float64 (iterations in float64).
     log : dict
-        ``'err'``, ``'logu'``, ``'logv'`` (alpha/reg + log u, ...), and for 1-D
-        b ``'cost'``, ``'total_cost'``.
+        Only if ``log``: ``'err'``, ``'logu'``, ``'logv'`` (alpha/reg + log
+        u, ..., of the result dtype), and for 1-D b ``'cost'``,
+        ``'total_cost'``.
 
     Raises
     ------
     TypeError, ValueError
-        As :func:`sinkhorn_knopp_unbalanced`; ``tau`` <= 0 or not finite; 2-D ``a``.
+        As :func:`sinkhorn_knopp_unbalanced`; ``tau`` <= 0 or not finite
+        (ValueError) or not a real number (TypeError); 2-D ``a``
+        (ValueError); GPU arrays (TypeError).
+    numbaot._dispatch.CudaUnavailableError
+        GPU arrays given without numba-cuda or a usable GPU (raised before
+        the TypeError above).
 
     Warns
     -----
@@ -184,15 +193,22 @@ def sinkhorn_unbalanced_translation_invariant(a, b, M, reg, reg_m, reg_type="kl"
 
     Returns
     -------
-    gamma : ndarray (dim_a, dim_b), or the losses (n_hists,) for 2-D b
+    gamma : ndarray, shape (dim_a, dim_b); the losses, shape (n_hists,), for 2-D b
+        The unbalanced plan (or the losses <gamma_k, M>); float32 when every
+        non-empty input among ``a``, ``b``, ``M`` is float32 (or float16),
+        else float64 (iterations in float64).
     log : dict, only if ``log``
         As :func:`numbaot.unbalanced.sinkhorn_knopp_unbalanced`.
 
     Raises
     ------
     TypeError, ValueError
-        As :func:`numbaot.unbalanced.sinkhorn_knopp_unbalanced`; 2-D ``a``;
-        ``reg_m`` = 0 on either side (POT: ZeroDivisionError).
+        As :func:`numbaot.unbalanced.sinkhorn_knopp_unbalanced`; 2-D ``a``
+        (ValueError); ``reg_m`` = 0 on either side (ValueError; POT:
+        ZeroDivisionError); GPU arrays (TypeError).
+    numbaot._dispatch.CudaUnavailableError
+        GPU arrays given without numba-cuda or a usable GPU (raised before
+        the TypeError above).
 
     Warns
     -----
