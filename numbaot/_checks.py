@@ -447,7 +447,8 @@ _MASS_TOL = {np.dtype(t): max(1.5e-6, 32 * float(np.finfo(t).eps))
              for t in (np.float16, np.float32, np.float64, np.longdouble)}
 
 
-def check_equal_mass(a_mass, b_mass, tol, names=("a", "b")):
+def check_equal_mass(a_mass, b_mass, tol, names=("a", "b"),
+                     remedy="use numbaot.unbalanced"):
     """ValueError when the masses of the balanced problems differ: for each
     problem k, |a_mass[k] - b_mass[k]| > tol * max(a_mass[k], b_mass[k])
     (``a_mass`` may have one entry shared by every problem).
@@ -455,7 +456,8 @@ def check_equal_mass(a_mass, b_mass, tol, names=("a", "b")):
     A balanced plan (gamma 1 = a, gamma^T 1 = b) exists only if
     sum a = sum b; POT runs anyway and returns a plan that meets neither
     marginal (with a "did not converge" warning from ``sinkhorn``, none from
-    ``sinkhorn2``).
+    ``sinkhorn2``).  ``remedy`` ends the message (what else the caller can
+    do).
     """
     a_mass = np.asarray(a_mass, dtype=np.float64)
     b_mass = np.asarray(b_mass, dtype=np.float64)
@@ -473,7 +475,7 @@ def check_equal_mass(a_mass, b_mass, tol, names=("a", "b")):
         raise ValueError(
             f"{na} and {nb} must have the same (finite) total mass for balanced OT{where}: "
             f"sum {na} = {sa!r}, sum {nb} = {sb!r} (relative difference {rel:.2g}, tolerance "
-            f"{tol:.2g}); normalise both (e.g. {na} / {na}.sum()) or use numbaot.unbalanced"
+            f"{tol:.2g}); normalise both (e.g. {na} / {na}.sum()) or {remedy}"
         )
 
 

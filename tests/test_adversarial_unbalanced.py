@@ -12,7 +12,7 @@ import pytest
 import numbaot
 from numbaot.bregman import convolutional_barycenter2d, empirical_sinkhorn, empirical_sinkhorn2
 from numbaot.gradients import empirical_sinkhorn2_value_and_grad
-from numbaot.unbalanced import barycenter_unbalanced
+from numbaot.unbalanced import barycenter_unbalanced, sinkhorn_unbalanced
 
 
 
@@ -433,3 +433,22 @@ def test_barycenter_cost_scale(hists, method):
     if method == "sinkhorn_log":  # POT: a result far from a barycenter, "did not converge"
         q, msgs = _record(ot.barycenter, H, M * 1e17, 0.1, method=method)
         assert all("did not converge" in m for m in msgs) and abs(q.sum() - 1) > 0.1
+
+
+@pytest.mark.parametrize("method", ["sinkhorn", "sinkhorn_log", "sinkhorn_stabilized"])
+def test_infinite_reg_m_on_both_sides_needs_equal_masses(method):
+    """reg_m = inf on both sides is balanced OT: unequal masses raise the
+    balanced solvers' ValueError (POT runs to numItermax and returns a plan
+    that meets neither marginal, without a warning); equal masses solve the
+    balanced problem (POT's balanced sinkhorn as the oracle)."""
+    rng = np.random.default_rng(5)
+    M = rng.random((5, 4))
+    a, b = np.full(5, 0.2), np.full(4, 0.375)
+    with pytest.raises(ValueError, match="same \\(finite\\) total mass.*finite value"):
+        sinkhorn_unbalanced(a, b, M, 1.0, np.inf, method=method)
+    with pytest.raises(ValueError, match="same \\(finite\\) total mass"):
+        sinkhorn_unbalanced(a, np.stack([b / 1.5, b], axis=1), M, 1.0, (np.inf, np.inf),
+                            method=method)
+    b = np.full(4, 0.25)
+    np.testing.assert_allclose(sinkhorn_unbalanced(a, b, M, 1.0, np.inf, method=method),
+                               ot.sinkhorn(a, b, M, 1.0, stopThr=1e-12), rtol=1e-6, atol=1e-12)

@@ -50,6 +50,12 @@ def setup(a, b, M, reg, reg_m, reg_type, c, warmstart, numItermax, stopThr,
     S.reg = _checks.check_reg(reg)
     _checks.check_cost_scale(P, S.reg)  # max|M| / reg <= 2**52 (host problems)
     S.reg_m1, S.reg_m2 = _checks.check_reg_m(reg_m)
+    if S.reg_m1 == np.inf and S.reg_m2 == np.inf:
+        # both marginals hard: balanced OT, which needs sum a = sum b (the
+        # iterations would run to numItermax and return a plan that meets
+        # neither marginal, as POT's does)
+        _checks.check_equal_mass(P.a.sum(axis=1), P.b.sum(axis=1), P.mass_tol,
+                                 remedy="give reg_m a finite value")
     S.reg_type = _checks.check_reg_type(reg_type)
     S.numItermax = _checks.check_iter_count(numItermax, "numItermax")
     S.stopThr = _checks.check_stop_thr(stopThr)

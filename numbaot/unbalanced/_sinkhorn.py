@@ -154,8 +154,8 @@ def _fast_solve(method, a, b, M, reg, reg_m, reg_type, c, warmstart, numItermax,
             or type(reg_m) not in _FAST_SCALARS):
         return None
     reg, reg_m, stopThr = float(reg), float(reg_m), float(stopThr)
-    if not (0.0 < reg < np.inf and reg_m >= 0.0 and stopThr >= 0.0):
-        return None
+    if not (0.0 < reg < np.inf and 0.0 <= reg_m < np.inf and stopThr >= 0.0):
+        return None  # (reg_m = inf: balanced, whose masses the full path checks)
     if reg_type == "kl":
         entropy = False
     elif reg_type == "entropy":
