@@ -135,6 +135,7 @@ def _prepare(a, b, M, reg, m, numItermax, stopThr, name):
     validated as POT's checks and numbaot's (``numbaot._checks``)."""
     P = _checks.prepare_problem(a, b, M, allow_batch=True, method_name=name)
     reg, numItermax, stopThr = _checks.check_common(reg, numItermax, stopThr)
+    _checks.check_cost_scale(P, reg)  # max|M| / reg <= 2**52, as every solver
     return P, reg, _check_m(m, a, b, P), numItermax, stopThr
 
 

@@ -630,3 +630,15 @@ def test_batch_mass_bound_takes_any_summation_order():
     with pytest.raises(ValueError, match=r"^Problem infeasible\. Parameter m should lower or "
                        r"equal than min\(\|a\|_1, \|b\|_1\)\. \(problem 2\)$"):
         npar.entropic_partial_wasserstein(A, B, M, 0.5, m=over, numItermax=1)
+
+
+@pytest.mark.parametrize("method", ["sinkhorn", "sinkhorn_log"])
+def test_cost_scale_beyond_2_52_raises(method):
+    """max|M| / reg above 2**52: the ValueError of every other solver (POT
+    returns a NaN plan, or in the log domain a plan of mass 1 that breaks
+    the row bounds, without a warning)."""
+    rng = np.random.default_rng(6)
+    M = rng.random((5, 4)) * 1e20
+    with pytest.raises(ValueError, match="M / reg is too large"):
+        numbaot.partial.entropic_partial_wasserstein(np.full(5, 0.2), np.full(4, 0.25), M, 1.0,
+                                                     m=0.5, method=method)
