@@ -282,9 +282,9 @@ def entropic_partial_wasserstein(a, b, M, reg, m=None, method="sinkhorn", numIte
         ``"Unknown method '<method>'."``; ``m`` < 0 or > min(|a|_1, |b|_1)
         (POT's messages; per problem for a batch), or NaN; for a batch,
         ``m`` an array, list or tuple not of shape (n_hists,); ``reg`` <= 0
-        or not finite; ``M`` not 2-D, empty or not finite; weights 0-d or
-        of more than 2 dimensions, of the wrong length, negative, not finite
-        or of zero mass; a 2-D ``a`` without a 2-D ``b`` of as many columns;
+        or not finite; ``M`` not 2-D, empty or not finite; max|M| / reg
+        above 2**52; weights 0-d or of more than 2 dimensions, of the wrong
+        length, negative, not finite or of zero mass; a 2-D ``a`` without a 2-D ``b`` of as many columns;
         a 2-D ``b`` without columns; ``numItermax`` < 0 or > 2**62;
         ``stopThr`` NaN or < 0.
     TypeError
