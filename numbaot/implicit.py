@@ -417,6 +417,13 @@ def sinkhorn_operator_backward(R, grad_R, method="implicit", *, X=None, n_iter=2
     if R is not None:
         R = _checks.as_square_batch(R, "R", on_device=on_dev)
         _checks.check_same_shape(R, G, "R", "grad_R")
+    # cg_tol and max_cg_iter are checked for every method (the unrolled
+    # backward does not use them, but a bad value is a bad argument)
+    cg_tol = _checks.check_real_scalar(cg_tol, "cg_tol")
+    if not np.isfinite(cg_tol) or cg_tol <= 0:
+        raise ValueError(f"cg_tol must be a finite number > 0; got {cg_tol!r}")
+    if max_cg_iter is not None:
+        max_cg_iter = _checks.check_positive_int(max_cg_iter, "max_cg_iter")
     if method == "unrolled":
         if X is None:
             raise ValueError(
@@ -427,13 +434,8 @@ def sinkhorn_operator_backward(R, grad_R, method="implicit", *, X=None, n_iter=2
         _checks.check_same_shape(G, X, "grad_R", "X")
         n_iter = _checks.check_positive_int(n_iter, "n_iter")
         tol_v = _checks.check_optional_tol(tol, "tol")
-    else:
-        cg_tol = _checks.check_real_scalar(cg_tol, "cg_tol")
-        if not np.isfinite(cg_tol) or cg_tol <= 0:
-            raise ValueError(f"cg_tol must be a finite number > 0; got {cg_tol!r}")
-        n = tuple(G.shape)[-1]
-        max_cg_iter = n if max_cg_iter is None else _checks.check_positive_int(
-            max_cg_iter, "max_cg_iter")
+    elif max_cg_iter is None:
+        max_cg_iter = tuple(G.shape)[-1]
     shape = tuple(G.shape)
     corrected = method == "implicit_corrected"
 

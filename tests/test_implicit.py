@@ -609,6 +609,13 @@ def test_bad_inputs():
     assert_raises_naming(ValueError, "tol", bwd, R, G, "unrolled", X=X, tol=-1)
     assert_raises_naming(ValueError, "cg_tol", bwd, R, G, cg_tol=0.0)
     assert_raises_naming(ValueError, "max_cg_iter", bwd, R, G, max_cg_iter=0)
+    # the unrolled backward does not use them, but checks them too
+    for bad in (-1.0, np.nan):
+        assert_raises_naming(ValueError, "cg_tol", bwd, R, G, "unrolled", X=X, cg_tol=bad)
+    assert_raises_naming(TypeError, "cg_tol", bwd, R, G, "unrolled", X=X, cg_tol="x")
+    assert_raises_naming(ValueError, "max_cg_iter", bwd, R, G, "unrolled", X=X, max_cg_iter=0)
+    assert_raises_naming(TypeError, "max_cg_iter", bwd, R, G, "unrolled", X=X,
+                         max_cg_iter=1.5)
     for name, kw in [("n_iter", dict(n_iter=-1)), ("max_cg_iter", dict(max_cg_iter=-2))]:
         with pytest.raises(ValueError, match=f"{name} must be >= 1"):
             bwd(R, G, "unrolled", X=X, **kw) if name == "n_iter" else bwd(R, G, **kw)
