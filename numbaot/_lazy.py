@@ -115,13 +115,18 @@ def _weights(w, n, name):
 
 
 def check_batch_size(batchSize):
-    """POT's check of ``batchSize`` (an integer or a pair of integers)."""
+    """POT's check of ``batchSize`` (an integer or a pair of integers, with
+    its message), and each at least 1 (POT's loops over range(0, n,
+    batchSize) fail on 0 and skip every row below)."""
     if isinstance(batchSize, numbers.Integral) and not isinstance(batchSize, bool):
-        return
-    if (isinstance(batchSize, tuple) and len(batchSize) == 2
+        sizes = (batchSize,)
+    elif (isinstance(batchSize, tuple) and len(batchSize) == 2
             and all(isinstance(x, numbers.Integral) for x in batchSize)):
-        return
-    raise ValueError("Batch size must be in integer or a tuple of two integers")
+        sizes = batchSize
+    else:
+        raise ValueError("Batch size must be in integer or a tuple of two integers")
+    if min(sizes) < 1:
+        raise ValueError(f"batchSize must be >= 1 (each of a pair); got {batchSize!r}")
 
 
 def row_marginal_l1(f, lse_f, a):

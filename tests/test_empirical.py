@@ -259,3 +259,11 @@ def test_weight_length_errors_name_the_points(isLazy):
         empirical_sinkhorn2(Xs, Xt, 1.0, b=np.full(6, 1 / 6), isLazy=isLazy)
     with pytest.raises(ValueError, match="numIterMax"):
         empirical_sinkhorn(Xs, Xt, 1.0, numIterMax=-1, isLazy=isLazy)
+
+
+@pytest.mark.parametrize("batchSize", [0, -1, (0, 5), (5, -2)])
+def test_lazy_batch_size_below_one_raises(batchSize):
+    rng = np.random.default_rng(7)
+    Xs, Xt = rng.random((6, 2)), rng.random((5, 2))
+    with pytest.raises(ValueError, match="batchSize must be >= 1"):
+        empirical_sinkhorn(Xs, Xt, 1.0, isLazy=True, batchSize=batchSize)

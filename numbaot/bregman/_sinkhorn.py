@@ -13,7 +13,8 @@ from .._checks import prepare_problem
 from .._lazy import check_scaling
 from .._dispatch import device_of
 from ..cpu import sinkhorn as cpu_sinkhorn
-from ._stabilized import sinkhorn_epsilon_scaling, sinkhorn_stabilized, stabilized_solve
+from ._stabilized import (check_stabilized_args, sinkhorn_epsilon_scaling, sinkhorn_stabilized,
+                          stabilized_solve)
 
 __all__ = [
     "sinkhorn",
@@ -580,7 +581,7 @@ def sinkhorn2(a, b, M, reg, method="sinkhorn", numItermax=1000, stopThr=1e-9,
         _loops.log_report(P, solved[2], verbose, _loops.log_warn(P, warn))
         return _balanced.log_outputs(P, solved, log, want_loss=True)
     _checks.check_balanced(P, reg)
-    tau = _checks.check_real_scalar(kwargs.get("tau", 1e3), "tau")
-    print_period = _checks.check_iter_count(kwargs.get("print_period", 20), "print_period")
+    tau, print_period = check_stabilized_args(kwargs.get("tau", 1e3),
+                                              kwargs.get("print_period", 20))
     return stabilized_solve(P, reg, numItermax, tau, stopThr, warmstart, verbose, print_period,
                        log, warn, want_loss=True)

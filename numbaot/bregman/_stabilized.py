@@ -17,7 +17,7 @@ from ..cpu import chunk_layout
 from ..cpu import sinkhorn as cpu_sinkhorn
 from .._config import STABILIZED_SERIAL_MAX_ENTRIES
 
-__all__ = ["sinkhorn_stabilized", "sinkhorn_epsilon_scaling", "stabilized_solve"]
+__all__ = ["sinkhorn_stabilized", "sinkhorn_epsilon_scaling", "stabilized_solve", "check_stabilized_args"]
 
 #: numbaot's own warning (no POT counterpart): every iteration absorbed.
 TAU_TOO_SMALL = (
@@ -36,7 +36,7 @@ def _as_dtype(x, dtype):
     return np.asarray(x, dtype=dtype)
 
 
-def _check_stabilized_args(tau, print_period):
+def check_stabilized_args(tau, print_period):
     """``tau`` (a finite number > 0, the rule of the unbalanced stabilized
     solvers) and ``print_period`` (an integer >= 1), validated.
 
@@ -44,9 +44,7 @@ def _check_stabilized_args(tau, print_period):
     scalings to 1/dim, which is not a Sinkhorn step, and it returns a wrong
     value without a warning; ``print_period=0`` raises ZeroDivisionError."""
     tau = _checks.check_reg(tau, "tau")
-    print_period = _checks.check_iter_count(print_period, "print_period")
-    if print_period == 0:
-        raise ValueError("print_period must be an integer >= 1; got 0")
+    print_period = _checks.check_positive_int(print_period, "print_period")
     return tau, print_period
 
 
@@ -363,7 +361,7 @@ def stabilized_solve(P, reg, numItermax, tau, stopThr, warmstart, verbose, print
        2019, Algorithm 2.
     .. [2] POT 0.9.7, ``ot.bregman.sinkhorn_stabilized``.
     """
-    tau, print_period = _check_stabilized_args(tau, print_period)
+    tau, print_period = check_stabilized_args(tau, print_period)
     _checks.check_balanced(P, reg)
     if P.device == "cuda":
         res = stabilized_solve(replace(P, M=P.M.copy_to_host(), device="cpu"), reg, numItermax,
@@ -506,7 +504,7 @@ def sinkhorn_stabilized(a, b, M, reg, numItermax=1000, tau=1e3, stopThr=1e-9,
     P = prepare_problem(a, b, M)
     reg, numItermax, stopThr = _checks.check_common(reg, numItermax, stopThr)
     _checks.check_balanced(P, reg)
-    tau, print_period = _check_stabilized_args(tau, print_period)
+    tau, print_period = check_stabilized_args(tau, print_period)
     return stabilized_solve(P, reg, numItermax, tau, stopThr, warmstart, verbose, print_period,
                        log, warn, want_loss=False)
 
@@ -610,7 +608,7 @@ def sinkhorn_epsilon_scaling(a, b, M, reg, numItermax=100, epsilon0=1e4,
     numInnerItermax = _checks.check_iter_count(numInnerItermax, "numInnerItermax")
     if numInnerItermax == 0:
         raise ValueError("numInnerItermax must be an integer >= 1; got 0")
-    tau, print_period = _check_stabilized_args(tau, print_period)
+    tau, print_period = check_stabilized_args(tau, print_period)
     a1 = P.a[0].astype(P.dtype)
     b1 = P.b[0].astype(P.dtype)
     dim_a, dim_b = P.shape
