@@ -86,6 +86,10 @@ def test_bad_input():
         nb.barycenter(A, M, 0.1, method="foo")
     with pytest.raises(ValueError, match="M must have shape"):
         nb.barycenter(A, M[:-1], 0.1)
+    # too few rows in A: the shape is named first, not the masses the cut
+    # histograms no longer share
+    with pytest.raises(ValueError, match="M must have shape"):
+        nb.barycenter(A[:-3] * np.arange(1, A.shape[1] + 1), M, 0.1)
     with pytest.raises(ValueError, match="weights"):
         nb.barycenter(A, M, 0.1, weights=[0.5, 0.5])
     with pytest.raises(ValueError, match="negative"):

@@ -159,8 +159,8 @@ def _problem(A, M, weights, reg, numItermax, stopThr, tau=_NO_TAU):
     like = A
     A, weights = _host_copies(device, A, weights)
     A = _check_A(A)
+    M, absmax = _check_M(M, A.shape[0], device)  # shapes before masses
     _checks.check_barycenter_masses(A, A.sum(axis=0, dtype=np.float64), equal=True)
-    M, absmax = _check_M(M, A.shape[0], device)
     reg, numItermax, stopThr = _checks.check_common(reg, numItermax, stopThr)
     _checks.check_cost_scale(M, reg, absmax=absmax)
     if tau is not _NO_TAU:
