@@ -260,9 +260,12 @@ def marginal_exponent(reg_m, reg):
 
 
 def kl_div(p, q):
-    """POT's ``nx.kl_div(p, q)`` (mass=False): sum p log(p / q + 1e-16)."""
+    """POT's ``nx.kl_div(p, q)`` (mass=False): sum p log(p / q + 1e-16),
+    with a term of p = 0 counted as 0 (0 log 0 = 0).  POT's is NaN where p
+    and q are both 0 (a zero weight with no mass on it: a NaN total cost);
+    elsewhere the same sum."""
     with np.errstate(divide="ignore", invalid="ignore"):
-        return float(np.sum(p * np.log(p / q + 1e-16)))
+        return float(np.sum(np.where(p != 0, p * np.log(p / q + 1e-16), 0.0)))
 
 
 # --------------------------------------------------------------------------

@@ -673,7 +673,7 @@ def uot_stats_chunk(Kmat, M, u, v, C, ca, cb, use_mat, write_plan, plan, ch0, ch
                 cij = C[i, j] if use_mat else ca[i] * cb[j]
                 rs += p
                 lin += p * M[i, j]
-                kl += p * math.log(p / cij + 1e-16)
+                kl += p * math.log(p / cij + 1e-16) if p != 0.0 else 0.0
                 Qc[0, j] += p
             rows[i] = rs
             part[ch, 0] += lin
@@ -887,7 +887,7 @@ def uot_log_plan_stats(M0, M, c, fu, fv, C, ca, cb, use_mat, write_plan, plan,
                 cij = C[i, j] if use_mat else ca[i] * cb[j]
                 rs += p
                 lin += p * M[i, j]
-                kl += p * math.log(p / cij + 1e-16)
+                kl += p * math.log(p / cij + 1e-16) if p != 0.0 else 0.0
                 Qc[0, j] += p
             rows[i] = rs
             part[ch, 0] += lin
@@ -1117,7 +1117,7 @@ def uot_small_plan_stats(Kmat, M, u, v, C, ca, cb, use_mat, write_plan, plan, ro
             cij = C[i, j] if use_mat else ca[i] * cb[j]
             rs += p
             li += p * M[i, j]
-            ki += p * math.log(p / cij + 1e-16)
+            ki += p * math.log(p / cij + 1e-16) if p != 0.0 else 0.0
             cols[j] += p
         rows[i] = rs
         lin += li
@@ -1147,7 +1147,7 @@ def uot_log_small_plan_stats(M0, M, c, fu, fv, C, ca, cb, use_mat, write_plan, p
             cij = C[i, j] if use_mat else ca[i] * cb[j]
             rs += p
             li += p * M[i, j]
-            ki += p * math.log(p / cij + 1e-16)
+            ki += p * math.log(p / cij + 1e-16) if p != 0.0 else 0.0
             cols[j] += p
         rows[i] = rs
         lin += li
@@ -1206,10 +1206,11 @@ def uot_log_small_loss(M, c, f, g, out):
 # --------------------------------------------------------------------------
 @njit(**_SER, **_INNER)
 def _kl_div(p, q):
-    """POT's ``kl_div(p, q)``: sum p log(p / q + 1e-16)."""
+    """POT's ``kl_div(p, q)``: sum p log(p / q + 1e-16), a term with p = 0
+    counted as 0 (POT's is NaN where q = 0 too, :func:`numbaot._loops.kl_div`)."""
     s = 0.0
     for i in range(p.shape[0]):
-        s += p[i] * math.log(p[i] / q[i] + 1e-16)
+        s += p[i] * math.log(p[i] / q[i] + 1e-16) if p[i] != 0.0 else 0.0
     return s
 
 

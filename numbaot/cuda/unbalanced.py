@@ -226,7 +226,7 @@ def _build(dt):
     def uot_plan_rows(Kmat, M, u, v, C, ca, cb, use_mat, write_plan, plan, rowpart):
         """Row i of plan = u_i K_i v (if ``write_plan``); rowpart[0, i] = its
         sum, rowpart[1, i] = <plan_i, M_i>, rowpart[2, i] = sum_j plan_ij
-        log(plan_ij / c_ij + 1e-16); block per row."""
+        log(plan_ij / c_ij + 1e-16) (a zero plan_ij counted as 0); block per row."""
         ss = cuda.shared.array(32, dtype=T)
         i = cuda.blockIdx.x
         tid = cuda.threadIdx.x
@@ -241,7 +241,7 @@ def _build(dt):
             cij = C[i, j] if use_mat else ca[i] * cb[j]
             rs += p
             lin += p * M[i, j]
-            kl += p * math.log(p / cij + EPS)
+            kl += p * math.log(p / cij + EPS) if p != ZERO else ZERO
         rs = block_sum(rs, ss)
         lin = block_sum(lin, ss)
         kl = block_sum(kl, ss)
@@ -354,7 +354,7 @@ def _build(dt):
             cij = C[i, j] if use_mat else ca[i] * cb[j]
             rs += p
             lin += p * M[i, j]
-            kl += p * math.log(p / cij + EPS)
+            kl += p * math.log(p / cij + EPS) if p != ZERO else ZERO
         rs = block_sum(rs, ss)
         lin = block_sum(lin, ss)
         kl = block_sum(kl, ss)

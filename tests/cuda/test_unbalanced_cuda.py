@@ -231,3 +231,25 @@ def test_launcher_losses_and_failure_match_cpu(cuda, rng, path):
     assert out[0][:3] == out[1][:3] and out[0][1] and out[0][0] == out[0][2]
     np.testing.assert_allclose(out[1][3], out[0][3], **F64)
     np.testing.assert_allclose(out[1][4], out[0][4], **F64)
+
+
+@pytest.mark.parametrize("path_kind", ["fused", "multi_launch"])
+def test_total_cost_with_zero_weights_is_the_reduced_problems(cuda, monkeypatch, path_kind):
+    """As the CPU test: a zero weight adds nothing to the total cost (0 log
+    0 = 0 in the plan's KL term, computed on the device); POT on the problem
+    without those rows is the oracle."""
+    monkeypatch.setattr(_config, "CUDA_FUSED_MAX_ENTRIES",
+                        10**9 if path_kind == "fused" else 0)
+    rng = np.random.default_rng(8)
+    M = rng.random((6, 5))
+    a, b = rng.random(6) + 0.1, rng.random(5) + 0.1
+    a[::3] = 0.0
+    a, b = a / a.sum(), 1.5 * b / b.sum()
+    ka = a > 0
+    ref = _quiet(ot.unbalanced.sinkhorn_unbalanced2, a[ka], b, M[ka], 0.5, 1.0,
+                 method="sinkhorn_stabilized", returnCost="total", stopThr=1e-12)
+    got = _quiet(nu.sinkhorn_unbalanced2, cuda.to_device(a), cuda.to_device(b),
+                 cuda.to_device(M), 0.5, 1.0, method="sinkhorn_log", returnCost="total",
+                 stopThr=1e-12)
+    assert np.isfinite(float(_h(got)))
+    np.testing.assert_allclose(float(_h(got)), ref, rtol=0, atol=1e-9)
