@@ -451,8 +451,9 @@ class LazyPlan:
     numbaot's extension: a key that is not a tuple is read as ``(key,)`` for
     NumPy integers, ``...``, lists and arrays too, where POT raises
     ``NotImplementedError`` (it takes a Python ``int`` or a slice alone);
-    keys of other types raise ``NotImplementedError`` with POT's message.
-    ``None`` (np.newaxis), floats and arrays of other dimensions raise
+    keys of other types (``None``, a float, a string alone) raise
+    ``NotImplementedError`` with POT's message.  Inside a tuple, ``None``
+    (np.newaxis), floats and arrays of other dimensions raise
     ``IndexError``; more than two indices :class:`LazyIndexError` (an
     ``IndexError`` and a ``TypeError``).
 

@@ -461,13 +461,16 @@ def _kl0(p, q):
     return float(np.sum(p[keep] * np.log(p[keep] / q[keep] + 1e-16)))
 
 
-@pytest.mark.parametrize("method, zeros", [("sinkhorn_log", "ab"), ("sinkhorn_stabilized", "a")])
+@pytest.mark.parametrize("method, zeros, pot_method", [("sinkhorn_log", "ab", "sinkhorn"),
+                                                        ("sinkhorn_stabilized", "a",
+                                                         "sinkhorn_stabilized")])
 @pytest.mark.parametrize("n", [5, 400])  # the one-call path and the blocked kernels
-def test_total_cost_with_zero_weights_is_the_reduced_problems(method, zeros, n):
+def test_total_cost_with_zero_weights_is_the_reduced_problems(method, zeros, pot_method, n):
     """A zero weight with no mass on it adds nothing to the total cost
     (0 log 0 = 0): POT's own on the problem without those rows and columns
-    is the oracle (POT's on the full problem is NaN: 0 log(0 / 0)).  The
-    total is a near-cancellation of O(1) terms: absolute tolerance."""
+    is the oracle (POT's on the full problem is NaN: 0 log(0 / 0)).  Three
+    iterations, far from convergence, where the total is O(1) (at
+    convergence it cancels to about 1e-12 for any data)."""
     rng = np.random.default_rng(8)
     M = rng.random((n, n - 1))
     a, b = rng.random(n) + 0.1, rng.random(n - 1) + 0.1
@@ -476,37 +479,38 @@ def test_total_cost_with_zero_weights_is_the_reduced_problems(method, zeros, n):
         b[1::4] = 0.0
     a, b = a / a.sum(), 1.5 * b / b.sum()
     ka, kb = a > 0, b > 0
+    kw = dict(numItermax=3, stopThr=0.0)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         ref = ot.unbalanced.sinkhorn_unbalanced2(a[ka], b[kb], M[np.ix_(ka, kb)], 0.5, 1.0,
-                                                 method="sinkhorn_stabilized",
-                                                 returnCost="total", stopThr=1e-12)
+                                                 method=pot_method, returnCost="total", **kw)
         got = numbaot.sinkhorn_unbalanced2(a, b, M, 0.5, 1.0, method=method,
-                                           returnCost="total", stopThr=1e-12)
-        lg = numbaot.sinkhorn_unbalanced(a, b, M, 0.5, 1.0, method=method, stopThr=1e-12,
-                                         log=True)[1]
-    assert np.isfinite(got) and np.isfinite(lg["total_cost"])
-    np.testing.assert_allclose(got, ref, rtol=0, atol=1e-9)
-    np.testing.assert_allclose(lg["total_cost"], ref, rtol=0, atol=1e-9)
+                                           returnCost="total", **kw)
+        lg = numbaot.sinkhorn_unbalanced(a, b, M, 0.5, 1.0, method=method, log=True, **kw)[1]
+    assert abs(ref) > 0.01                      # far from the cancellation
+    np.testing.assert_allclose(got, ref, rtol=1e-9)
+    np.testing.assert_allclose(lg["total_cost"], ref, rtol=1e-9)
 
 
-def test_total_cost_after_a_failed_first_iteration_is_finite():
-    """A zero in b stops POT's stabilized solver at iteration 0 (numerical
-    errors), on its initial plan, whose total POT reports as NaN (0 log(0 /
-    0) in the KL terms); numbaot stops on the same plan and counts those
-    terms as 0: POT's plan in the cost formula with 0 log 0 = 0 is the
-    oracle."""
+@pytest.mark.parametrize("method", ["sinkhorn", "sinkhorn_stabilized"])
+@pytest.mark.parametrize("n", [5, 400])
+def test_total_cost_after_a_failed_first_iteration_is_finite(method, n):
+    """A zero in b stops POT's multiplicative and stabilized solvers at
+    iteration 0 (numerical errors), on their initial plan, whose total POT
+    reports as NaN (0 log(0 / 0) in the KL terms); numbaot stops on the same
+    plan and counts those terms as 0: POT's plan in the cost formula with
+    0 log 0 = 0 is the oracle."""
     rng = np.random.default_rng(9)
-    M = rng.random((5, 4))
-    a, b = rng.random(5) + 0.1, rng.random(4) + 0.1
+    M = rng.random((n, n - 1))
+    a, b = rng.random(n) + 0.1, rng.random(n - 1) + 0.1
     b[1] = 0.0
     a, b = a / a.sum(), 1.5 * b / b.sum()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        Gp = ot.unbalanced.sinkhorn_unbalanced(a, b, M, 0.5, 1.0, method="sinkhorn_stabilized")
-        got = numbaot.sinkhorn_unbalanced2(a, b, M, 0.5, 1.0, method="sinkhorn_stabilized",
+        Gp = ot.unbalanced.sinkhorn_unbalanced(a, b, M, 0.5, 1.0, method=method)
+        got = numbaot.sinkhorn_unbalanced2(a, b, M, 0.5, 1.0, method=method,
                                            returnCost="total")
     ref = (np.sum(Gp * M) + 0.5 * _kl0(Gp, np.outer(a, b)) + _kl0(Gp.sum(1), a)
            + _kl0(Gp.sum(0), b))
-    assert np.isfinite(got)
-    np.testing.assert_allclose(got, ref, rtol=1e-10, atol=1e-14)
+    assert np.isfinite(got) and abs(ref) > 0.01
+    np.testing.assert_allclose(got, ref, rtol=1e-9)

@@ -55,7 +55,7 @@ def setup(a, b, M, reg, reg_m, reg_type, c, warmstart, numItermax, stopThr,
         # iterations would run to numItermax and return a plan that meets
         # neither marginal, as POT's does)
         _checks.check_equal_mass(P.a.sum(axis=1), P.b.sum(axis=1), P.mass_tol,
-                                 remedy="give reg_m a finite value")
+                                 remedy="give reg_m (ot.solve's unbalanced) a finite value")
     S.reg_type = _checks.check_reg_type(reg_type)
     S.numItermax = _checks.check_iter_count(numItermax, "numItermax")
     S.stopThr = _checks.check_stop_thr(stopThr)
