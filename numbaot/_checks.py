@@ -24,6 +24,7 @@ __all__ = [
     "check_stop_thr",
     "check_cost_scale",
     "check_balanced",
+    "check_length",
     "check_equal_mass",
     "check_warmstart",
     "warmstart_items",
@@ -224,16 +225,23 @@ class Problem:
         return max(self.n_hists, 1)
 
 
+def check_length(length, name, dim, dim_name, owner="M"):
+    """ValueError when weights ``name`` of ``length`` entries along their
+    first axis do not match ``owner``'s ``dim`` ``dim_name`` (rows,
+    columns, points)."""
+    if length != dim:
+        raise ValueError(
+            f"{name} has {length} entries along its first axis but {owner} has "
+            f"{dim} {dim_name}; expected {name}.shape[0] == {dim}"
+        )
+
+
 def _check_weights(w, name, dim, dim_name, require_mass=True, owner="M"):
     if w.ndim == 0:
         raise ValueError(f"{name} must be 1-D (or 2-D for a batch); got a scalar")
     if w.ndim > 2:
         raise ValueError(f"{name} must be 1-D or 2-D; got shape {w.shape}")
-    if w.shape[0] != dim:
-        raise ValueError(
-            f"{name} has {w.shape[0]} entries along its first axis but {owner} has "
-            f"{dim} {dim_name}; expected {name}.shape[0] == {dim}"
-        )
+    check_length(w.shape[0], name, dim, dim_name, owner)
     wf = w.astype(np.float64)
     sums = wf.sum(axis=0)
     if wf.ndim == 1 and wf.size:  # the common case: two reductions, no temporary

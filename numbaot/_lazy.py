@@ -544,9 +544,9 @@ class LazyPlan:
             k = int(k)
             if not -n <= k < n:
                 raise IndexError(f"index {k} is out of bounds for axis {axis} with size {n}")
-            return np.arange(n)[k % n:k % n + 1]
-        if isinstance(k, slice):
-            return np.arange(n)[k]
+            return np.array([k % n])
+        if isinstance(k, slice):  # no arange(n) per row or column read
+            return np.arange(*k.indices(n))
         if k is Ellipsis:
             return np.arange(n)
         if k is None:

@@ -34,10 +34,8 @@ def _dense_problem(X_s, X_t, reg, a, b, metric, numIterMax):
     # named as the caller knows them (the solver would name M and numItermax)
     _checks.check_iter_count(numIterMax, "numIterMax")
     for w, name, X, owner in ((a, "a", Xs, "X_s"), (b, "b", Xt, "X_t")):
-        k = np.shape(w)[0] if w is not None and np.ndim(w) >= 1 else None
-        if k not in (None, 0, X.shape[0]):
-            raise ValueError(f"{name} has {k} entries along its first axis but {owner} has "
-                             f"{X.shape[0]} points; expected {name}.shape[0] == {X.shape[0]}")
+        if w is not None and np.ndim(w) >= 1 and np.shape(w)[0] != 0:  # (empty: uniform)
+            _checks.check_length(np.shape(w)[0], name, X.shape[0], "points", owner)
     if Xs.shape[1] != Xt.shape[1]:
         raise ValueError(f"X_s and X_t must have the same dimension; got {Xs.shape[1]} "
                          f"and {Xt.shape[1]}")
